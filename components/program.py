@@ -1,0 +1,50 @@
+"""What `pulumi up` runs: the stack's environment, validated, turned into components."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.runtime.config import get_config, is_config_secret
+
+from grpo_infra.spec import ENVIRONMENT_KEY, PROJECT, Environment, SpecError, environment_from_config
+
+
+def read_environment() -> Environment:
+    """The environment exactly as the CLI reads it, from what `pulumi.Config` holds for this stack.
+
+    Bad input stops the program with the same one-line message `grpo-infra synth` prints.
+    """
+    stack = pulumi.get_stack()
+    source = f"stacks/Pulumi.{stack}.yaml"
+    config: dict[str, Any] = {}
+    secret_keys = set()
+    raw = pulumi.Config(PROJECT).get_object("environment")
+    if raw is not None:
+        config[ENVIRONMENT_KEY] = raw
+        if is_config_secret(ENVIRONMENT_KEY):
+            secret_keys.add(ENVIRONMENT_KEY)
+        refs = raw.get("job", {}).get("secrets", []) if isinstance(raw, dict) else []
+        for ref in refs if isinstance(refs, list) else []:
+            key = f"{PROJECT}:{ref.get('config')}" if isinstance(ref, dict) else None
+            if key and get_config(key) is not None:
+                config[key] = "<set>"
+                if is_config_secret(key):
+                    secret_keys.add(key)
+    try:
+        return environment_from_config(config, secret_keys, source)
+    except SpecError as exc:
+        raise pulumi.RunError(exc.render()) from None
+
+
+def deploy() -> None:
+    """Build every component the stack's target needs and export what operators look up."""
+    env = read_environment()
+    if env.target == "kubernetes":
+        from .kubernetes import deploy_kubernetes
+
+        deploy_kubernetes(env)
+    else:
+        from .slurm import deploy_slurm
+
+        deploy_slurm(env)

@@ -1,0 +1,24 @@
+"""The `grpo-infra` command line: synthesize, review and check stacks without a cloud account."""
+
+from __future__ import annotations
+
+import typer
+
+from .diff import diff
+from .stacks import stacks
+from .synth import synth
+
+app = typer.Typer(
+    name="grpo-infra",
+    help="Gang-scheduled Ray clusters for verl GRPO, from one typed spec per environment.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command()(stacks)
+app.command()(synth)
+app.command()(diff)
+
+
+def main() -> None:
+    app()

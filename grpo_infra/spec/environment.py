@@ -1,0 +1,112 @@
+"""The whole environment: one per stack file, and the gang it derives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .base import SpecModel
+from .job import Job
+from .kubernetes import Kubernetes
+from .pools import Pool
+from .slurm import Slurm
+from .tenants import Tenant
+
+
+class Environment(SpecModel):
+    """One environment a platform team owns: a Kubernetes cluster or a Slurm cluster."""
+
+    target: Literal["kubernetes", "slurm"]
+    description: str = ""
+    kubernetes: Kubernetes | None = None
+    slurm: Slurm | None = None
+    pools: list[Pool] = Field(min_length=1)
+    tenants: list[Tenant] = Field(min_length=1)
+    job: Job
+
+    @model_validator(mode="after")
+    def _target_block(self) -> Environment:
+        other = "slurm" if self.target == "kubernetes" else "kubernetes"
+        if getattr(self, self.target) is None:
+            raise ValueError(f"target {self.target} needs a `{self.target}` block")
+        if getattr(self, other) is not None:
+            raise ValueError(f"target {self.target} takes no `{other}` block")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Environment:
+        for what, names in (("pool", [p.name for p in self.pools]), ("tenant", [t.name for t in self.tenants])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{what} name {dupes[0]} is used twice")
+        return self
+
+    @model_validator(mode="after")
+    def _pools_fit_target(self) -> Environment:
+        for i, pool in enumerate(self.pools):
+            where = f"pools[{i}] ({pool.name})"
+            provider = self.kubernetes.provider if self.kubernetes else "slurm"
+            if provider in ("existing", "slurm") and pool.hosts is None:
+                raise ValueError(f"{where}: a {provider} cluster's pool names its machines with `hosts`")
+            if provider in ("eks", "gke") and pool.nodes is None:
+                raise ValueError(f"{where}: an {provider} pool is sized with `nodes`, not `hosts`")
+            for cloud in ("eks", "gke"):
+                if provider == cloud and getattr(pool, cloud) is None:
+                    raise ValueError(f"{where}: an {cloud} cluster's pool needs an `{cloud}` block")
+                if provider != cloud and getattr(pool, cloud) is not None:
+                    raise ValueError(f"{where}: `{cloud}` is only for an {cloud} cluster, this one is {provider}")
+        if self.target == "slurm":
+            hosts = [h for p in self.pools for h in p.host_names]
+            if len(hosts) != len(set(hosts)):
+                raise ValueError("a host belongs to two pools")
+        return self
+
+    @model_validator(mode="after")
+    def _job_references(self) -> Environment:
+        pool = next((p for p in self.pools if p.name == self.job.pool), None)
+        if pool is None:
+            raise ValueError(
+                f"job.pool {self.job.pool!r} is not a pool; pools: {', '.join(p.name for p in self.pools)}"
+            )
+        tenant = next((t for t in self.tenants if t.name == self.job.tenant), None)
+        if tenant is None:
+            names = ", ".join(t.name for t in self.tenants)
+            raise ValueError(f"job.tenant {self.job.tenant!r} is not a tenant; tenants: {names}")
+        if self.job.nodes is not None and self.job.nodes > pool.node_count:
+            raise ValueError(f"job.nodes {self.job.nodes} is more than pool {pool.name} has ({pool.node_count})")
+        quota = sum(t.gpu_quota for t in self.tenants)
+        capacity = sum(p.gpu_count for p in self.pools)
+        if quota > capacity:
+            raise ValueError(f"tenant GPU quotas add up to {quota}, more than the pools' {capacity} GPUs")
+        return self
+
+    @property
+    def gang(self) -> Gang:
+        return Gang.of(self)
+
+    def pool(self, name: str) -> Pool:
+        return next(p for p in self.pools if p.name == name)
+
+    def tenant(self, name: str) -> Tenant:
+        return next(t for t in self.tenants if t.name == name)
+
+
+@dataclass(frozen=True)
+class Gang:
+    """What the job needs all at once: derived from the pool, never typed twice."""
+
+    pool: Pool
+    nodes: int
+    gpus_per_node: int
+
+    @classmethod
+    def of(cls, env: Environment) -> Gang:
+        pool = env.pool(env.job.pool)
+        return cls(pool=pool, nodes=env.job.nodes or pool.node_count, gpus_per_node=pool.gpu.per_node)
+
+    @property
+    def world_size(self) -> int:
+        """GPUs in the gang: verl's trainer.nnodes × trainer.n_gpus_per_node."""
+        return self.nodes * self.gpus_per_node

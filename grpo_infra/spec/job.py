@@ -1,0 +1,123 @@
+"""The verl GRPO run: what to train, on what data, with which batch and rollout settings."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, field_validator
+
+from .base import EnvName, PositiveInt, SpecModel
+
+# Overrides the spec derives from the allocation; typing them again would let them drift.
+DERIVED_OVERRIDES = frozenset(
+    {
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+        "algorithm.adv_estimator",
+        "actor_rollout_ref.rollout.n",
+        "trainer.default_local_dir",
+        "trainer.resume_mode",
+        "trainer.save_freq",
+    }
+)
+# Environment variable names that hold credentials; they belong in `secrets`, not `env`.
+_SECRET_LIKE = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$")
+
+OverrideKey = Annotated[str, StringConstraints(pattern=r"^\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")]
+OverrideValue = str | int | float | bool | None | list[str | int | float | bool]
+
+
+class Data(SpecModel):
+    train_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    val_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    max_prompt_length: PositiveInt
+    max_response_length: PositiveInt
+
+
+class Batch(SpecModel):
+    """Batch sizes in prompts (train, mini) and samples per GPU (micro)."""
+
+    train: PositiveInt = Field(description="data.train_batch_size: prompts per step.")
+    mini: PositiveInt = Field(description="actor.ppo_mini_batch_size: prompts per optimizer update.")
+    micro_per_gpu: PositiveInt = Field(description="actor.ppo_micro_batch_size_per_gpu.")
+    log_prob_micro_per_gpu: PositiveInt = Field(description="rollout/ref log_prob_micro_batch_size_per_gpu.")
+
+
+class Rollout(SpecModel):
+    engine: Literal["vllm", "sglang"]
+    tensor_parallel: PositiveInt
+    group_size: Annotated[int, Field(ge=2)] = Field(
+        description="GRPO group size: responses sampled per prompt (actor_rollout_ref.rollout.n)."
+    )
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)]
+
+
+class Kl(SpecModel):
+    """GRPO puts KL in the loss, against the reference model, not in the reward."""
+
+    use_kl_loss: bool = True
+    coef: Annotated[float, Field(ge=0)]
+    type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] = "low_var_kl"
+
+
+class Checkpoint(SpecModel):
+    dir: Annotated[str, StringConstraints(pattern=r"^/\S*$")] = Field(
+        description="Shared directory every node sees; resume reads from here after a requeue."
+    )
+    save_freq: PositiveInt = Field(description="Save every N training steps.")
+    resume: Literal["auto", "disable"] = "auto"
+
+
+class SecretRef(SpecModel):
+    """An environment variable whose value is a Pulumi `secure:` config value of this stack."""
+
+    env: EnvName
+    config: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")] = Field(
+        description="Key under the grpo-infra namespace, set with `pulumi config set --secret`."
+    )
+
+
+class Job(SpecModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=47)]
+    tenant: str
+    pool: str
+    nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
+    image: Annotated[str, StringConstraints(min_length=1, pattern=r"^\S+$")]
+    model_path: Annotated[str, StringConstraints(min_length=1)]
+    data: Data
+    batch: Batch
+    rollout: Rollout
+    kl: Kl
+    learning_rate: Annotated[float, Field(gt=0, lt=1)]
+    total_epochs: PositiveInt
+    project: Annotated[str, StringConstraints(min_length=1)]
+    experiment: Annotated[str, StringConstraints(min_length=1)]
+    checkpoint: Checkpoint
+    overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    secrets: list[SecretRef] = Field(default_factory=list)
+
+    @field_validator("overrides")
+    @classmethod
+    def _not_derived(cls, overrides: dict[str, OverrideValue]) -> dict[str, OverrideValue]:
+        clash = sorted(DERIVED_OVERRIDES & {k.lstrip("+") for k in overrides})
+        if clash:
+            raise ValueError(f"{', '.join(clash)} derived from the spec; set the spec field instead of an override")
+        return overrides
+
+    @field_validator("env")
+    @classmethod
+    def _no_plaintext_secrets(cls, env: dict[str, str]) -> dict[str, str]:
+        leaked = sorted(k for k in env if _SECRET_LIKE.search(k))
+        if leaked:
+            raise ValueError(f"{', '.join(leaked)} looks like a credential; list it under `secrets` instead")
+        return env
+
+    @field_validator("secrets")
+    @classmethod
+    def _unique_secret_env(cls, secrets: list[SecretRef]) -> list[SecretRef]:
+        names = [s.env for s in secrets]
+        if len(names) != len(set(names)):
+            raise ValueError("an environment variable is listed twice")
+        return secrets

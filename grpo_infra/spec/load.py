@@ -1,0 +1,264 @@
+"""Reading an environment from a Pulumi stack file, and saying clearly what is wrong with it.
+
+The stack file is Pulumi's own `stacks/Pulumi.<stack>.yaml`; the environment is the structured
+value of `grpo-infra:environment`, exactly what `pulumi.Config("grpo-infra").require_object`
+returns under `pulumi up`. Secrets are separate top-level keys holding `secure:` values, named by
+`job.secrets[].config`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .environment import Environment
+
+PROJECT = "grpo-infra"
+ENVIRONMENT_KEY = f"{PROJECT}:environment"
+# Top-level keys Pulumi itself writes into a stack file.
+_STACK_FILE_KEYS = {"config", "encryptionsalt", "secretsprovider", "encryptedkey", "environment"}
+
+
+class SpecError(Exception):
+    """Bad input: a stack that cannot be read or does not describe a valid environment."""
+
+    def __init__(self, source: str, problems: Iterable[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if len(self.problems) == 1:
+            return f"{self.source}: {self.problems[0]}"
+        lines = [f"{self.source}: {len(self.problems)} problems"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A loaded stack: its name, file, environment and the names of its secret config keys."""
+
+    name: str
+    path: Path
+    environment: Environment
+    secret_keys: frozenset[str]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys, which PyYAML would otherwise let the last one win."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def stack_path(stack: str, root: Path) -> Path:
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def list_stacks(root: Path) -> list[str]:
+    """Stack names that have a file in `stacks/`, sorted."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
+
+
+def load_stack(stack: str, root: Path = Path()) -> Stack:
+    """Read and validate `stacks/Pulumi.<stack>.yaml`; raise SpecError on any bad input."""
+    path = stack_path(stack, root)
+    source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    if not path.is_file():
+        known = ", ".join(list_stacks(root)) or "none"
+        raise SpecError(source, [f"no such stack {stack!r} (stacks here: {known})"])
+    try:
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [f"YAML does not parse: {_yaml_reason(exc)}"]) from None
+    except UnicodeDecodeError:
+        raise SpecError(source, ["not UTF-8 text"]) from None
+    config = _stack_config(document, source)
+    secret_keys = frozenset(k for k, v in config.items() if _is_secure(v))
+    env = environment_from_config(config, secret_keys, source)
+    return Stack(name=stack, path=path, environment=env, secret_keys=secret_keys)
+
+
+def environment_from_config(config: Mapping[str, Any], secret_keys: Iterable[str], source: str) -> Environment:
+    """Validate the environment in a stack's config map (file values, or what pulumi.Config holds).
+
+    `secret_keys` are the full config keys (`grpo-infra:<key>`) that hold Pulumi secrets.
+    """
+    secret_keys = set(secret_keys)
+    if ENVIRONMENT_KEY not in config:
+        raise SpecError(source, [f"config has no `{ENVIRONMENT_KEY}` key (the environment this stack describes)"])
+    raw = config[ENVIRONMENT_KEY]
+    if ENVIRONMENT_KEY in secret_keys or _is_secure(raw):
+        raise SpecError(source, [f"{ENVIRONMENT_KEY}: expected a plaintext mapping, got a secure: value"])
+    if not isinstance(raw, dict):
+        raise SpecError(source, [f"{ENVIRONMENT_KEY}: expected a mapping, got {_kind(raw)}"])
+    nested = list(_secure_paths(raw, ENVIRONMENT_KEY))
+    if nested:
+        raise SpecError(
+            source,
+            [
+                f"{p}: expected plaintext, got a secure: value (keep secrets in their own key and name it in job.secrets)"
+                for p in nested
+            ],
+        )
+    try:
+        env = Environment.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(source, [_describe(err) for err in exc.errors()]) from None
+    problems = []
+    for i, ref in enumerate(env.job.secrets):
+        key = f"{PROJECT}:{ref.config}"
+        where = f"{ENVIRONMENT_KEY}.job.secrets[{i}].config"
+        if key not in config:
+            problems.append(
+                f"{where}: names `{key}`, which the stack does not set (pulumi config set --secret {ref.config})"
+            )
+        elif key not in secret_keys:
+            problems.append(
+                f"{where}: `{key}` is plaintext; expected a secure: value (pulumi config set --secret {ref.config})"
+            )
+    if problems:
+        raise SpecError(source, problems)
+    return env
+
+
+def _stack_config(document: Any, source: str) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise SpecError(source, [f"expected a Pulumi stack file (a mapping with `config:`), got {_kind(document)}"])
+    unknown = sorted(set(document) - _STACK_FILE_KEYS, key=str)
+    if unknown:
+        raise SpecError(
+            source, [f"unknown top-level key {unknown[0]!r}; expected {', '.join(sorted(_STACK_FILE_KEYS))}"]
+        )
+    config = document.get("config")
+    if not isinstance(config, dict):
+        raise SpecError(source, [f"`config` must be a mapping of Pulumi config keys, got {_kind(config)}"])
+    bad = sorted(str(k) for k in config if not isinstance(k, str) or ":" not in k)
+    if bad:
+        raise SpecError(
+            source, [f"config key {bad[0]!r} has no namespace; expected `{PROJECT}:<key>` or `<provider>:<key>`"]
+        )
+    return config
+
+
+def _is_secure(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def _secure_paths(value: Any, path: str) -> Iterable[str]:
+    if _is_secure(value):
+        yield path
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _secure_paths(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _secure_paths(v, f"{path}[{i}]")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"{where}{problem}"
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ENVIRONMENT_KEY
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    """One line for one pydantic error: field path, what was expected, what was given."""
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        hint += f" expected one of: {', '.join(allowed)}" if allowed else ""
+        return f"{_format_loc(loc)}: unknown key{hint}"
+    if kind == "missing":
+        return f"{_format_loc(loc)}: required, but missing"
+    message = err["msg"].removeprefix("Value error, ")
+    message = message[0].lower() + message[1:] if message else message
+    given = err.get("input")
+    shown = ""
+    if isinstance(given, (str, int, float, bool)) and kind not in ("value_error", "assertion_error"):
+        text = repr(given)
+        shown = f" (got {text[:60]}{'…' if len(text) > 60 else ''})"
+    return f"{_format_loc(loc)}: {message}{shown}"
+
+
+def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """YAML keys accepted at a location of the spec, to suggest when a key is unknown."""
+    model: Any = Environment
+    for part in loc:
+        model = _unwrap(model)
+        if isinstance(part, int):
+            args = [a for a in typing.get_args(model) if a is not type(None)]
+            model = args[0] if args else None
+            continue
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+            model = field.annotation if field else None
+        else:
+            return []
+    model = _unwrap(model)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(f.alias or n for n, f in model.model_fields.items())
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional[...] and Annotated[...] to reach the model or container type."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation

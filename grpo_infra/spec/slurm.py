@@ -1,0 +1,105 @@
+"""Slurm target settings, in slurm.conf's own vocabulary."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, field_validator, model_validator
+
+from .base import SpecModel
+
+_TIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2})$")
+
+
+def time_limit_minutes(value: str) -> int:
+    """Minutes of a Slurm `D-HH:MM:SS` / `HH:MM:SS` time limit, rounded up as Slurm does."""
+    match = _TIME.match(value)
+    if match is None:
+        raise ValueError(f"not a Slurm time limit such as 2-00:00:00 or 12:00:00: {value!r}")
+    days = int(match["d"] or 0)
+    seconds = ((days * 24 + int(match["h"])) * 60 + int(match["m"])) * 60 + int(match["s"])
+    if int(match["m"]) > 59 or int(match["s"]) > 59:
+        raise ValueError(f"minutes and seconds must be below 60: {value!r}")
+    return -(-seconds // 60)
+
+
+SlurmTime = Annotated[str, StringConstraints(pattern=_TIME.pattern)]
+
+
+class PortRange(SpecModel):
+    """Ports this cluster lets Ray use; each job takes its own block inside it."""
+
+    start: Annotated[int, Field(ge=1024, le=65535)]
+    end: Annotated[int, Field(ge=1024, le=65535)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PortRange:
+        if self.end <= self.start:
+            raise ValueError(f"`end` ({self.end}) must be above `start` ({self.start})")
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start + 1
+
+
+class Container(SpecModel):
+    """How the job's processes get the verl image."""
+
+    runtime: Literal["none", "pyxis", "apptainer"]
+    image: Annotated[str, StringConstraints(min_length=1)] | None = Field(
+        default=None, description="Image for pyxis (e.g. nvcr.io#org/verl:tag) or a .sif path for Apptainer."
+    )
+    mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$")]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _image_when_needed(self) -> Container:
+        if self.runtime != "none" and self.image is None:
+            raise ValueError(f"container runtime {self.runtime} needs an `image`")
+        if self.runtime == "none" and (self.image or self.mounts):
+            raise ValueError("container runtime `none` takes no `image` or `mounts`")
+        return self
+
+
+class Gres(SpecModel):
+    """How slurmd finds the GPUs: NVML autodetection or explicit device files. Exactly one."""
+
+    autodetect: Literal["nvml"] | None = None
+    files: Annotated[str, StringConstraints(pattern=r"^/\S+$")] | None = Field(
+        default=None, description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7]."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Gres:
+        if (self.autodetect is None) == (self.files is None):
+            raise ValueError("give exactly one of `autodetect: nvml` or `files` (e.g. /dev/nvidia[0-7])")
+        return self
+
+
+class Slurm(SpecModel):
+    """An on-prem Slurm cluster and the partition the GRPO gang runs in."""
+
+    cluster_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)]
+    partition: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+    max_time: SlurmTime = Field(description="Partition MaxTime.")
+    time_limit: SlurmTime = Field(description="The job's --time.")
+    oversubscribe: Literal["exclusive", "no", "yes"] = "exclusive"
+    gres: Gres
+    container: Container
+    interface: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")] = Field(
+        description="Network interface whose address Ray and NCCL bind to."
+    )
+    ray_ports: PortRange
+
+    @field_validator("max_time", "time_limit")
+    @classmethod
+    def _valid_time(cls, value: str) -> str:
+        time_limit_minutes(value)
+        return value
+
+    @model_validator(mode="after")
+    def _fits_partition(self) -> Slurm:
+        if time_limit_minutes(self.time_limit) > time_limit_minutes(self.max_time):
+            raise ValueError(f"`timeLimit` {self.time_limit} is longer than the partition's `maxTime` {self.max_time}")
+        return self

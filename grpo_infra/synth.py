@@ -1,0 +1,58 @@
+"""Everything a stack would apply, rendered to files in memory, then written in one move.
+
+Rendering is pure (same spec, same bytes); writing happens only after every renderer succeeded,
+so bad input never leaves a half-written tree behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .spec import Environment
+
+Renderer = Callable[[Environment], dict[str, str]]
+
+
+def renderers(env: Environment) -> list[Renderer]:
+    """The renderers that apply to this environment's target."""
+    if env.target == "kubernetes":
+        from .k8s import render_files as kubernetes_files
+
+        return [kubernetes_files]
+    from .slurmgen import render_files as slurm_files
+
+    return [slurm_files]
+
+
+def render(env: Environment) -> dict[str, str]:
+    """All files of a stack, keyed by their path under `DIR/STACK/`, in sorted order."""
+    files: dict[str, str] = {}
+    for renderer in renderers(env):
+        for path, text in renderer(env).items():
+            if path in files:
+                raise RuntimeError(f"two renderers both write {path}")
+            files[path] = text
+    return dict(sorted(files.items()))
+
+
+def write_tree(files: dict[str, str], target: Path) -> None:
+    """Replace `target` with exactly these files (stale files from an older synth disappear)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for rel, text in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if text.startswith("#!"):
+                path.chmod(0o755)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

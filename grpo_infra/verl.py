@@ -1,0 +1,91 @@
+"""The verl GRPO command line, derived from the spec.
+
+One function builds the Hydra overrides for both targets, so that the RayJob's entrypoint and
+the sbatch script launch the same training. The gang's shape (`trainer.nnodes`,
+`trainer.n_gpus_per_node`) comes from the pool, never from a hand-typed number.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from .spec import Environment
+from .spec.job import OverrideValue
+
+ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
+NNODES = "trainer.nnodes"
+N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
+
+_BARE = re.compile(r"^[A-Za-z0-9_./-]+$")
+_LOOKS_TYPED = re.compile(r"^(true|false|null|none|nan|inf|[-+]?\d[\d_]*(\.\d*)?([eE][-+]?\d+)?)$", re.IGNORECASE)
+
+
+def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """Every `key=value` verl receives, in a stable order: derived first, then the spec's extras."""
+    job, gang = env.job, env.gang
+    secrets = {s.env for s in job.secrets}
+    loggers = ["console", "wandb"] if "WANDB_API_KEY" in secrets else ["console"]
+    pairs: list[tuple[str, OverrideValue]] = [
+        ("algorithm.adv_estimator", "grpo"),
+        ("algorithm.use_kl_in_reward", False),
+        ("data.train_files", list(job.data.train_files)),
+        ("data.val_files", list(job.data.val_files)),
+        ("data.train_batch_size", job.batch.train),
+        ("data.max_prompt_length", job.data.max_prompt_length),
+        ("data.max_response_length", job.data.max_response_length),
+        ("actor_rollout_ref.model.path", job.model_path),
+        ("actor_rollout_ref.actor.optim.lr", job.learning_rate),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", job.batch.mini),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", job.batch.micro_per_gpu),
+        ("actor_rollout_ref.actor.use_kl_loss", job.kl.use_kl_loss),
+        ("actor_rollout_ref.actor.kl_loss_coef", job.kl.coef),
+        ("actor_rollout_ref.actor.kl_loss_type", job.kl.type),
+        ("actor_rollout_ref.rollout.name", job.rollout.engine),
+        ("actor_rollout_ref.rollout.n", job.rollout.group_size),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", job.rollout.tensor_parallel),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", job.rollout.gpu_memory_utilization),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", job.batch.log_prob_micro_per_gpu),
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", job.batch.log_prob_micro_per_gpu),
+        ("trainer.logger", loggers),
+        ("trainer.project_name", job.project),
+        ("trainer.experiment_name", job.experiment),
+        ("trainer.total_epochs", job.total_epochs),
+        (NNODES, gang.nodes),
+        (N_GPUS_PER_NODE, gang.gpus_per_node),
+        ("trainer.default_local_dir", job.checkpoint.dir),
+        ("trainer.save_freq", job.checkpoint.save_freq),
+        ("trainer.resume_mode", job.checkpoint.resume),
+    ]
+    pairs += sorted(job.overrides.items())
+    return pairs
+
+
+def hydra_value(value: OverrideValue) -> str:
+    """A value in Hydra's override grammar: quoted where a bare word would change its type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if _BARE.match(value) and not _LOOKS_TYPED.match(value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def override_args(pairs: list[tuple[str, OverrideValue]]) -> list[str]:
+    """`key=value` arguments, one per override."""
+    return [f"{key}={hydra_value(value)}" for key, value in pairs]
+
+
+def command(env: Environment) -> list[str]:
+    """The full verl GRPO argv."""
+    return [*ENTRYPOINT, *override_args(overrides(env))]
+
+
+def shell_command(env: Environment) -> str:
+    """The verl GRPO command as one shell-quoted line (a RayJob entrypoint)."""
+    return shlex.join(command(env))

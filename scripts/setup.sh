@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv and install grpo-infra with its pinned dependencies. Idempotent; quiet when current.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.grpo-infra-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,sandbox]'
+  # verl ships its full Hydra trainer config; the tests read it. Its runtime stack (torch, vLLM)
+  # is not needed to check overrides, hence --no-deps.
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps verl==0.9.1
+  touch "$stamp"
+fi

@@ -1,0 +1,67 @@
+"""`diff`: what a reviewer reads before `pulumi up` — rendered from the working tree and from a git ref."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from grpo_infra.cli import app
+from tests.conftest import ROOT
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _project(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for item in ("Pulumi.yaml", "grpo_infra", "stacks", "slurm"):
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, repo / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy(src, repo / item)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
+def test_diff_shows_a_tenant_added_since_the_ref(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    stack = repo / "stacks" / "Pulumi.onprem-k8s.yaml"
+    stack.write_text(
+        stack.read_text().replace(
+            "      - {name: eval-team, queue: eval-team, gpuQuota: 8}\n",
+            "      - {name: eval-team, queue: eval-team, gpuQuota: 4}\n      - {name: safety, queue: safety, gpuQuota: 4}\n",
+        )
+    )
+    result = CliRunner().invoke(app, ["diff", "onprem-k8s", "--root", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert "added" in result.output
+    assert "+++ b/kubernetes/namespace.safety.yaml" in result.output
+    assert "+  name: safety" in result.output
+
+
+def test_diff_of_an_unchanged_stack_is_empty(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    result = CliRunner().invoke(app, ["diff", "eks-prod", "--root", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert "0 added, 0 changed, 0 removed" in result.output
+    assert "+++" not in result.output
+
+
+def test_diff_against_a_missing_ref_is_bad_input(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    result = CliRunner().invoke(app, ["diff", "eks-prod", "--root", str(repo), "--against", "no-such-ref"])
+    assert result.exit_code == 2
+    assert "cannot read git ref 'no-such-ref'" in result.output
