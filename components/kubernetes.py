@@ -25,8 +25,8 @@ class TenantNamespaces(pulumi.ComponentResource):
         self.register_outputs({"namespaces": [ns.metadata["name"] for ns in self.namespaces]})
 
 
-def deploy_kubernetes(env: Environment) -> None:
-    namespaces = TenantNamespaces("tenants", env)
+def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
+    namespaces = TenantNamespaces("tenants", env, pulumi.ResourceOptions(depends_on=depends_on))
     pulumi.export("namespaces", [t.name for t in env.tenants])
     pulumi.export("job", env.job.name)
     del namespaces

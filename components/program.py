@@ -42,8 +42,12 @@ def deploy() -> None:
     env = read_environment()
     if env.target == "kubernetes":
         from .kubernetes import deploy_kubernetes
+        from .nodepools import deploy_node_pools
 
-        deploy_kubernetes(env)
+        # The gang's pods can only start once their nodes exist: everything scheduled onto a pool
+        # depends on the resources that create (or label) it.
+        pools = deploy_node_pools(env)
+        deploy_kubernetes(env, depends_on=pools)
     else:
         from .slurm import deploy_slurm
 
