@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import get_config, is_config_secret
 
+from grpo_infra.check import violations
 from grpo_infra.spec import ENVIRONMENT_KEY, PROJECT, Environment, SpecError, environment_from_config
 
 
@@ -32,9 +33,14 @@ def read_environment() -> Environment:
                 if is_config_secret(key):
                     secret_keys.add(key)
     try:
-        return environment_from_config(config, secret_keys, source)
+        env = environment_from_config(config, secret_keys, source)
     except SpecError as exc:
         raise pulumi.RunError(exc.render()) from None
+    found = violations(env)
+    if found:
+        lines = "\n".join(f"  - {v.line()}" for v in found)
+        raise pulumi.RunError(f"{source}: the gang is infeasible; nothing applied:\n{lines}")
+    return env
 
 
 def deploy() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from .check import check
 from .diff import diff
 from .stacks import stacks
 from .synth import synth
@@ -18,6 +19,7 @@ app = typer.Typer(
 app.command()(stacks)
 app.command()(synth)
 app.command()(diff)
+app.command()(check)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from ..spec import SpecError, Stack, load_stack
 OK, CHECK_FAILED, BAD_INPUT = 0, 1, 2
 
 console = Console(width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 RootOption = Annotated[
     Path | None,

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from .. import synth as synthesis
+from .check import refuse_if_infeasible
 from .common import RootOption, console, load
 
 
@@ -19,6 +20,7 @@ def synth(
 ) -> None:
     """Render STACK's Kubernetes objects, Helm releases and Slurm files to OUT/STACK/."""
     loaded = load(stack, root)
+    refuse_if_infeasible(stack, loaded.environment)
     files = synthesis.render(loaded.environment)
     out = out if out.is_absolute() else Path.cwd() / out
     synthesis.write_tree(files, out / stack)

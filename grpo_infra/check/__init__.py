@@ -1,0 +1,28 @@
+"""Static gang feasibility: would this stack's job ever be admitted, and would verl accept it?
+
+`synth`, `check` and the Pulumi program all call `violations(env)`, so an infeasible stack is refused
+the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from ..spec import Environment
+from .gang_rules import gang_violations
+from .verl_rules import verl_violations
+from .violation import Violation
+
+__all__ = ["Violation", "violations"]
+
+
+def violations(env: Environment) -> list[Violation]:
+    """Every feasibility rule the environment breaks, target-independent rules first."""
+    found = [*gang_violations(env), *verl_violations(env)]
+    if env.target == "kubernetes":
+        from .kubernetes_rules import kubernetes_violations
+
+        found += kubernetes_violations(env)
+    else:
+        from .slurm_rules import slurm_violations
+
+        found += slurm_violations(env)
+    return found
