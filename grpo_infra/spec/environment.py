@@ -82,6 +82,22 @@ class Environment(SpecModel):
             raise ValueError(f"tenant GPU quotas add up to {quota}, more than the pools' {capacity} GPUs")
         return self
 
+    @model_validator(mode="after")
+    def _kubernetes_needs(self) -> Environment:
+        """Kubernetes-only settings stay off Slurm stacks; the node reserve leaves room to run."""
+        if self.kubernetes is None:
+            if self.job.checkpoint.volume is not None:
+                raise ValueError("job.checkpoint.volume is for Kubernetes; on Slurm `checkpoint.dir` is already shared")
+            return self
+        reserve = self.kubernetes.node_reserve
+        for pool in self.pools:
+            if reserve.cpus >= pool.cpus or reserve.memory_gib >= pool.memory_gib:
+                raise ValueError(
+                    f"kubernetes.nodeReserve ({reserve.cpus:g} CPUs, {reserve.memory_gib:g} GiB) leaves nothing of "
+                    f"pool {pool.name}'s nodes ({pool.cpus} CPUs, {pool.memory_gib} GiB)"
+                )
+        return self
+
     @property
     def gang(self) -> Gang:
         return Gang.of(self)

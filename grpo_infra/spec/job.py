@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from .base import EnvName, PositiveInt, SpecModel
 
@@ -61,12 +61,41 @@ class Kl(SpecModel):
     type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] = "low_var_kl"
 
 
+class NfsExport(SpecModel):
+    server: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")]
+    path: Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+
+
+class CheckpointVolume(SpecModel):
+    """Where `checkpoint.dir` lives on Kubernetes: exactly one of a PVC, an NFS export or a host path."""
+
+    claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None = (
+        Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
+    )
+    nfs: NfsExport | None = None
+    host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
+        default=None, description="A shared file system already mounted at this path on every node."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointVolume:
+        given = [k for k in ("claim_name", "nfs", "host_path") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of `claimName`, `nfs` {server, path} or `hostPath`")
+        return self
+
+
 class Checkpoint(SpecModel):
     dir: Annotated[str, StringConstraints(pattern=r"^/\S*$")] = Field(
         description="Shared directory every node sees; resume reads from here after a requeue."
     )
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
+    volume: CheckpointVolume | None = Field(
+        default=None,
+        description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
+        "PersistentVolumeClaim `grpo-checkpoints` in the tenant's namespace.",
+    )
 
 
 class SecretRef(SpecModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from .base import SpecModel
 
@@ -36,6 +36,34 @@ class Topology(SpecModel):
         return levels
 
 
+PriorityName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+
+
+class RayJobSettings(SpecModel):
+    """How the GRPO RayJob is sized around its GPU workers, and how long Kubernetes keeps it."""
+
+    head_cpus: Annotated[float, Field(gt=0, le=256)] = Field(
+        default=8, description="CPUs of the Ray head (a CPU pod off the GPU pool; runs verl's driver)."
+    )
+    head_memory_gib: Annotated[float, Field(gt=0, le=4096)] = 32
+    priority_class: PriorityName = Field(
+        default="grpo-normal", description="Kueue WorkloadPriorityClass; one of `priorityClasses`."
+    )
+    ttl_seconds_after_finished: Annotated[int, Field(ge=1)] = Field(
+        default=3600, description="Keep the finished RayJob (and its logs) this long before KubeRay deletes it."
+    )
+    active_deadline_seconds: Annotated[int, Field(ge=60)] | None = Field(
+        default=7 * 24 * 3600, description="Fail the job after this long running; no limit when null."
+    )
+    backoff_limit: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=1, description="New Ray clusters KubeRay may start after a failure (training resumes from checkpoint)."
+    )
+
+
+def _default_priority_classes() -> dict[str, int]:
+    return {"grpo-high": 10000, "grpo-normal": 1000, "grpo-low": 100}
+
+
 class Kubernetes(SpecModel):
     """A Kubernetes cluster that runs the gang through KubeRay and Kueue (or Volcano)."""
 
@@ -44,3 +72,19 @@ class Kubernetes(SpecModel):
     scheduler: Literal["kueue", "volcano"] = "kueue"
     node_reserve: NodeReserve
     topology: Topology | None = None
+    pods_ready_timeout_minutes: Annotated[int, Field(ge=5, le=1440)] = Field(
+        default=45,
+        description="Kueue evicts and requeues a gang whose pods are not all ready by then; covers pulling a "
+        "multi-GB verl image onto every node.",
+    )
+    priority_classes: dict[PriorityName, Annotated[int, Field(ge=-2147483648, le=1000000000)]] = Field(
+        default_factory=_default_priority_classes, description="Kueue WorkloadPriorityClasses: name → value."
+    )
+    ray_job: RayJobSettings = Field(default_factory=RayJobSettings)
+
+    @model_validator(mode="after")
+    def _known_priority_class(self) -> Kubernetes:
+        if self.ray_job.priority_class not in self.priority_classes:
+            known = ", ".join(sorted(self.priority_classes)) or "none"
+            raise ValueError(f"rayJob.priorityClass {self.ray_job.priority_class!r} is not in priorityClasses ({known})")
+        return self
