@@ -1,0 +1,300 @@
+"""Read ``NCCL_DEBUG=INFO`` logs: which transport each rank really uses, and whether GPUDirect RDMA is on.
+
+A multi-node job can run for days on TCP because one node lost its HCA driver: NCCL then quietly
+falls back to ``NET/Socket`` on that rank only. The evidence is spread over INFO lines like::
+
+    host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>
+    host:pid:tid [dev] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB eth0:10.0.0.1<0>
+    host:pid:tid [dev] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)
+    host:pid:tid [dev] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>
+    host:pid:tid [dev] NCCL INFO Using network IB | Socket | AWS Libfabric | Libfabric
+    host:pid:tid [dev] NCCL INFO NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'
+    host:pid:tid [dev] NCCL INFO comm 0x... rank 3 nranks 16 cudaDev 3 ... - Init COMPLETE
+    host:pid:tid [dev] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA
+
+Channel lines say what a connection actually uses, so they win over init lines, which only say
+what NCCL found. Transports are ``infiniband``, ``roce``, ``efa``, ``ofi`` (libfabric with a
+provider other than EFA), ``socket`` and, for a file, ``mixed`` when ranks disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._lines import clean_lines
+
+RDMA_TRANSPORTS = frozenset({"infiniband", "roce", "efa", "ofi"})
+
+_PREFIX = re.compile(
+    r"^(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+\[(?P<dev>\d+)\]\s+"
+    r"(?:\S+:\d+\s+)?NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
+)
+_IB_USING = re.compile(r"^NET/IB\s*:\s*Using\s+(?P<devs>.*?)(?:;\s*OOB.*)?$")
+_IB_DEV = re.compile(r"(?:\[\d+\]\s*)?(?P<dev>[A-Za-z][\w.-]*):(?:uverbs\d+:)?\d+/(?P<link>IB|RoCE)\b")
+_SOCKET_USING = re.compile(r"^NET/Socket\s*:\s*Using\b")
+_NETWORK = re.compile(r"^Using network\s+(?P<name>.+?)\s*$")
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w;-]+)")
+_OFI_PLUGIN = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl\s+(?P<ver>\S+)")
+_CHANNEL = re.compile(
+    r"(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:\s*(?P<src>\d+)(?:\[\d+\])?\s*->\s*(?P<dst>\d+)"
+    r"(?:\[\d+\])?.*?\bvia\s+(?P<via>\S.*)$"
+)
+_VIA_NET = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\(\d+\))?(?P<rest>\S*)")
+_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)")
+_GDR_ON = re.compile(r"GPU Direct RDMA Enabled", re.IGNORECASE)
+_GDR_OFF = re.compile(r"GPU Direct RDMA Disabled", re.IGNORECASE)
+_NO_IB = re.compile(r"NET/IB\s*:\s*No device found", re.IGNORECASE)
+# ibv_devinfo / ibstat output pasted next to the log ("link_layer: Ethernet", "Link layer: InfiniBand").
+_LINK_ETH = re.compile(r"link[_ ]layer\s*:?\s*Ethernet", re.IGNORECASE)
+_LINK_IB = re.compile(r"link[_ ]layer\s*:?\s*(?:IB|InfiniBand)\b", re.IGNORECASE)
+_VERSION = re.compile(r"NCCL version\s+(?P<ver>\S+)")
+
+
+@dataclass
+class ProcessTransport:
+    """What one NCCL process (host, pid) used; a process drives one or more ranks."""
+
+    host: str
+    pid: int
+    ranks: set[int] = field(default_factory=set)
+    devices: list[str] = field(default_factory=list)
+    link: str | None = None
+    """IB link layer of the HCAs NCCL picked: ``IB`` or ``RoCE``."""
+    network: str | None = None
+    """NCCL's ``Using network`` name (IB, Socket, AWS Libfabric, ...)."""
+    channel_nets: set[str] = field(default_factory=set)
+    ofi_provider: str | None = None
+    ofi_plugin: bool = False
+    socket_seen: bool = False
+    gdr_channel: bool | None = None
+    gdr_enabled: bool | None = None
+    transport: str | None = None
+    gpudirect_rdma: bool | None = None
+
+    @property
+    def label(self) -> str:
+        ranks = ",".join(str(r) for r in sorted(self.ranks)) or "?"
+        return f"rank {ranks} ({self.host} pid {self.pid})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "pid": self.pid,
+            "ranks": sorted(self.ranks),
+            "transport": self.transport,
+            "gpudirect_rdma": self.gpudirect_rdma,
+            "devices": self.devices,
+        }
+
+
+@dataclass
+class NcclLogReport:
+    """Transport findings for one log file."""
+
+    processes: list[ProcessTransport]
+    nranks: int | None
+    nccl_version: str | None
+    problems: list[str]
+    notes: list[str]
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(p.host for p in self.processes))
+
+    @property
+    def ranks(self) -> int | None:
+        known = {r for p in self.processes for r in p.ranks}
+        if self.nranks:
+            return self.nranks
+        return len(known) or None
+
+    @property
+    def transport(self) -> str | None:
+        """One transport name when every rank agrees, ``mixed`` when they do not, None if unknown."""
+        kinds = {p.transport for p in self.processes if p.transport}
+        if not kinds:
+            return None
+        if len(kinds) > 1 or "mixed" in kinds:
+            return "mixed"
+        return kinds.pop()
+
+    @property
+    def gpudirect_rdma(self) -> bool | None:
+        """True only when every rank that uses RDMA does so with GPUDirect."""
+        values = [p.gpudirect_rdma for p in self.processes if p.transport in RDMA_TRANSPORTS]
+        known = [v for v in values if v is not None]
+        if not known:
+            return None
+        return all(known)
+
+    @property
+    def socket_ranks(self) -> list[ProcessTransport]:
+        return [p for p in self.processes if p.transport in ("socket", "mixed")]
+
+
+def looks_like_nccl_log(text: str) -> bool:
+    """True when the text holds NCCL debug lines."""
+    return any(_PREFIX.match(line) for line in clean_lines(text))
+
+
+def parse_nccl_log(text: str) -> NcclLogReport | None:
+    """Parse NCCL_DEBUG=INFO output; None when there is no NCCL debug line at all."""
+    procs: dict[tuple[str, int], ProcessTransport] = {}
+    notes: list[str] = []
+    version: str | None = None
+    nranks: int | None = None
+    file_link: set[str] = set()
+    file_provider: str | None = None
+    no_ib: set[tuple[str, int]] = set()
+    seen = False
+
+    for line in clean_lines(text):
+        stripped = line.strip()
+        match = _VERSION.search(stripped)
+        if match and not stripped.startswith("#") and version is None:
+            version = match.group("ver")
+        if _LINK_ETH.search(stripped):
+            file_link.add("RoCE")
+        elif _LINK_IB.search(stripped):
+            file_link.add("IB")
+        match = _PREFIX.match(stripped)
+        if not match:
+            continue
+        seen = True
+        key = (match["host"], int(match["pid"]))
+        proc = procs.get(key)
+        if proc is None:
+            proc = procs[key] = ProcessTransport(host=match["host"], pid=int(match["pid"]))
+        msg = match["msg"].strip()
+        if match["level"] == "WARN":
+            if len(notes) < 20:
+                notes.append(f"{proc.host} pid {proc.pid}: NCCL WARN {msg}")
+            continue
+        _read_message(proc, msg)
+        if proc.ofi_provider:
+            file_provider = file_provider or proc.ofi_provider
+        comm = _COMM_RANK.search(msg)
+        if comm:
+            nranks = max(nranks or 0, int(comm["nranks"]))
+        if _NO_IB.search(msg):
+            no_ib.add(key)
+
+    if not seen:
+        return None
+    if no_ib:
+        hosts = sorted({host for host, _ in no_ib})
+        notes.append(f"NET/IB found no usable device in {len(no_ib)} process(es) on {', '.join(hosts)}")
+    for proc in procs.values():
+        _resolve(proc, file_link, file_provider)
+    problems = _problems(list(procs.values()))
+    return NcclLogReport(
+        processes=list(procs.values()),
+        nranks=nranks,
+        nccl_version=version,
+        problems=problems,
+        notes=notes,
+    )
+
+
+def _read_message(proc: ProcessTransport, msg: str) -> None:
+    """Record the evidence one INFO message carries for its process."""
+    if msg.startswith("NET/IB"):
+        match = _IB_USING.match(msg)
+        links = set()
+        for dev in _IB_DEV.finditer(match["devs"] if match else msg):
+            if dev["dev"] not in proc.devices:
+                proc.devices.append(dev["dev"])
+            links.add(dev["link"])
+        if links:
+            proc.link = "RoCE" if links == {"RoCE"} else "IB" if links == {"IB"} else "mixed"
+        if match:
+            return
+    if _SOCKET_USING.match(msg):
+        proc.socket_seen = True
+        return
+    match = _NETWORK.match(msg)
+    if match:
+        proc.network = match["name"]
+        return
+    match = _OFI_PROVIDER.search(msg)
+    if match:
+        proc.ofi_provider = match["prov"].lower()
+        return
+    if _OFI_PLUGIN.search(msg):
+        proc.ofi_plugin = True
+        return
+    match = _COMM_RANK.search(msg)
+    if match:
+        proc.ranks.add(int(match["rank"]))
+        return
+    if _GDR_ON.search(msg):
+        proc.gdr_enabled = True
+        return
+    if _GDR_OFF.search(msg):
+        if proc.gdr_enabled is None:
+            proc.gdr_enabled = False
+        return
+    match = _CHANNEL.search(msg)
+    if match:
+        proc.ranks.add(int(match["src"]))
+        via = _VIA_NET.match(match["via"])
+        if via:
+            proc.channel_nets.add(via["net"])
+            gdr = "GDRDMA" in via["rest"]
+            proc.gdr_channel = gdr if proc.gdr_channel is None else (proc.gdr_channel or gdr)
+
+
+def _kind(net: str, link: str | None, provider: str | None) -> str:
+    """Map an NCCL network name to a transport kind."""
+    name = net.strip().lower()
+    if name.startswith("socket"):
+        return "socket"
+    if "libfabric" in name or name.startswith("ofi") or name.startswith("aws"):
+        return "efa" if (provider or "efa").startswith("efa") else "ofi"
+    if name.startswith("ib"):  # IB, IBext (SHARP plugin), IBext_v8 ...
+        return "roce" if link == "RoCE" else "infiniband"
+    return name
+
+
+def _resolve(proc: ProcessTransport, file_link: set[str], file_provider: str | None) -> None:
+    """Decide one process's transport from its strongest evidence."""
+    link = proc.link or (next(iter(file_link)) if len(file_link) == 1 else None)
+    provider = proc.ofi_provider or file_provider
+    if proc.channel_nets:
+        kinds = {_kind(net, link, provider) for net in proc.channel_nets}
+        proc.transport = kinds.pop() if len(kinds) == 1 else "mixed"
+    elif proc.network:
+        proc.transport = _kind(proc.network, link, provider)
+    elif proc.socket_seen:
+        proc.transport = "socket"
+    elif proc.ofi_provider or proc.ofi_plugin:
+        proc.transport = _kind("libfabric", link, provider)
+    elif proc.devices:
+        proc.transport = "roce" if link == "RoCE" else "infiniband"
+    if proc.transport in RDMA_TRANSPORTS:
+        if proc.gdr_channel is not None:
+            proc.gpudirect_rdma = proc.gdr_channel
+        else:
+            proc.gpudirect_rdma = proc.gdr_enabled
+
+
+def _problems(procs: list[ProcessTransport]) -> list[str]:
+    """Name every rank that fell back to sockets while others use an RDMA fabric."""
+    rdma = {p.transport for p in procs if p.transport in RDMA_TRANSPORTS}
+    problems: list[str] = []
+    if rdma:
+        fabric = "/".join(sorted(rdma))
+        for proc in procs:
+            if proc.transport == "socket":
+                problems.append(f"{proc.label} fell back to sockets (NET/Socket) while others use {fabric}")
+            elif proc.transport == "mixed":
+                problems.append(f"{proc.label} sends over more than one network: {sorted(proc.channel_nets)}")
+    if len(rdma) > 1:
+        problems.append(f"ranks disagree on the RDMA transport: {', '.join(sorted(rdma))}")
+    no_gdr = [p for p in procs if p.transport in RDMA_TRANSPORTS and p.gpudirect_rdma is False]
+    if no_gdr and len(no_gdr) < len([p for p in procs if p.transport in RDMA_TRANSPORTS]):
+        labels = ", ".join(p.label for p in no_gdr[:4])
+        problems.append(f"GPUDirect RDMA is off on {labels} but on elsewhere (nvidia-peermem not loaded?)")
+    return problems
