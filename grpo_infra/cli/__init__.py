@@ -6,6 +6,7 @@ import typer
 
 from .check import check
 from .diff import diff
+from .nccl import app as nccl_app
 from .stacks import stacks
 from .synth import synth
 
@@ -20,6 +21,7 @@ app.command()(stacks)
 app.command()(synth)
 app.command()(diff)
 app.command()(check)
+app.add_typer(nccl_app, name="nccl", help="Read nccl-tests output and NCCL logs; judge the fabric.")
 
 
 def main() -> None:
