@@ -1,0 +1,463 @@
+"""Bring the local Slurm sandbox up and down: munge, slurmctld and one slurmd per network namespace.
+
+Everything started is found again by name or pid file, so `down` (and `up`, which calls it first)
+cleans up after a crash as well as after a clean run. Needs root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .. import synth
+from ..spec import Environment
+from .plan import (
+    BRIDGE,
+    LINK_PREFIX,
+    NAMESPACE_PREFIX,
+    ROOT,
+    Plan,
+    SandboxError,
+    base_slurm_conf,
+    device_paths,
+    hosts_block,
+    make_plan,
+    strip_hosts_block,
+)
+
+HOSTS = Path(os.environ.get("GRPO_SANDBOX_HOSTS_FILE", "/etc/hosts"))
+# Binaries the sandbox runs, and the Debian package that ships each.
+TOOLS = {
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
+    "sinfo": "slurm-client",
+    "scontrol": "slurm-client",
+    "munged": "munge",
+    "ip": "iproute2",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "runuser": "util-linux",
+}
+_SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
+
+
+def which(tool: str) -> str | None:
+    """A tool's path, looking in the sbin directories too (root's PATH may lack them)."""
+    found = shutil.which(tool)
+    if found:
+        return found
+    return next((f"{d}/{tool}" for d in _SBIN if os.access(f"{d}/{tool}", os.X_OK)), None)
+
+
+def missing_packages() -> list[str]:
+    """Debian packages whose binaries the sandbox needs and cannot find."""
+    return sorted({pkg for tool, pkg in TOOLS.items() if which(tool) is None})
+
+
+def require_root_and_tools() -> None:
+    if os.geteuid() != 0:
+        raise SandboxError("the sandbox creates network namespaces and starts Slurm daemons: run it as root")
+    missing = missing_packages()
+    if missing:
+        raise SandboxError(
+            f"missing packages: {' '.join(missing)}. Install them with: "
+            f"apt-get update && apt-get install -y --no-install-recommends {' '.join(missing)} "
+            "(or run scripts/install-system-deps.sh)"
+        )
+
+
+def _run(cmd: Sequence[str], *, check: bool = True, env: dict[str, str] | None = None, timeout: float = 30) -> str:
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    except FileNotFoundError:
+        if check:
+            raise SandboxError(f"`{cmd[0]}` is not installed; run scripts/install-system-deps.sh") from None
+        return ""
+    if check and proc.returncode != 0:
+        raise SandboxError(
+            f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    return proc.stdout
+
+
+def slurm_env(root: Path = ROOT) -> dict[str, str]:
+    """The environment in which plain Slurm commands talk to the sandbox."""
+    return {**os.environ, "SLURM_CONF": str(root / "etc" / "slurm.conf")}
+
+
+# ---------------------------------------------------------------------------------------------- up
+
+
+def up(
+    stack: str,
+    env: Environment,
+    nodes: int,
+    *,
+    root: Path = ROOT,
+    timeout: float = 60,
+    files: dict[str, str] | None = None,
+) -> Plan:
+    """Build the sandbox for `stack` with `nodes` nodes and wait until every node is idle in Slurm.
+
+    `files` defaults to the stack's rendered files (`synth.render` of the sandbox's view of it).
+    """
+    require_root_and_tools()
+    down(root)
+    plan = make_plan(stack, env, nodes, root=root)
+    _check_subnet_free(plan)
+    files = synth.render(plan.env) if files is None else files
+    for needed in ("slurm/slurm.conf", "slurm/gres.conf", "slurm/grpo.sbatch"):
+        if needed not in files:
+            raise SandboxError(f"stack {stack} renders no {needed}; the sandbox runs the rendered Slurm files")
+    try:
+        created = _write_files(plan, files)
+        _write_state(plan, created)
+        _add_hosts_block(plan)
+        _start_munge(plan)
+        _build_network(plan)
+        _start_controller(plan)
+        for node in plan.nodes:
+            start_node(node.name, root=root)
+        wait_for_nodes(plan, timeout=timeout)
+    except BaseException:
+        down(root)
+        raise
+    return plan
+
+
+def _check_subnet_free(plan: Plan) -> None:
+    """Refuse a subnet that overlaps any address or route this machine already has."""
+    for line in _run(["ip", "-4", "-o", "route", "show", "table", "all"]).splitlines():
+        dest = line.split()[0] if line else ""
+        if dest in ("default", "local", "broadcast", "unreachable", "blackhole"):
+            dest = line.split()[1] if len(line.split()) > 1 and dest in ("local", "broadcast") else ""
+        with contextlib.suppress(ValueError):
+            if dest and ipaddress.IPv4Network(dest, strict=False).overlaps(plan.subnet):
+                raise SandboxError(
+                    f"sandbox subnet {plan.subnet} overlaps this machine's route {line.strip()!r}; "
+                    "pick another private /24 with GRPO_SANDBOX_SUBNET=10.x.y.0/24"
+                )
+
+
+def _write_files(plan: Plan, files: dict[str, str]) -> list[str]:
+    """Config, rendered tree, state dirs and placeholder GPUs; returns paths created outside the root."""
+    created: list[str] = []
+    for path in (plan.etc, plan.ctl_dir / "state", *(plan.node_dir(n.name) / "spool" for n in plan.nodes)):
+        path.mkdir(parents=True, exist_ok=True)
+    synth.write_tree(files, plan.stack_dir)
+    fragment = plan.etc / "stack-slurm.conf"
+    fragment.write_text(files["slurm/slurm.conf"], encoding="utf-8")
+    (plan.etc / "gres.conf").write_text(files["slurm/gres.conf"], encoding="utf-8")
+    if "slurm/topology.conf" in files:
+        (plan.etc / "topology.conf").write_text(files["slurm/topology.conf"], encoding="utf-8")
+    plan.slurm_conf.write_text(base_slurm_conf(plan, fragment), encoding="utf-8")
+    assert plan.env.job is not None
+    outside: list[Path] = [Path(plan.env.job.checkpoint.dir)]
+    for device in device_paths(plan.env):
+        outside.append(device)
+    for path in outside:
+        top = _first_missing_parent(path)
+        if top is not None and not top.is_relative_to(plan.root):
+            created.append(str(top))
+    Path(plan.env.job.checkpoint.dir).mkdir(parents=True, exist_ok=True)
+    for device in device_paths(plan.env):
+        device.parent.mkdir(parents=True, exist_ok=True)
+        if not device.exists():
+            # A character device (the null device's numbers): slurmd accepts it as a GPU file.
+            os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return created
+
+
+def _first_missing_parent(path: Path) -> Path | None:
+    """The topmost directory (or the file itself) that creating `path` would add; None if it exists."""
+    if path.exists():
+        return None
+    top = path
+    while not top.parent.exists():
+        top = top.parent
+    return top
+
+
+def _write_state(plan: Plan, created: list[str]) -> None:
+    state = {
+        "stack": plan.stack,
+        "subnet": str(plan.subnet),
+        "interface": plan.interface,
+        "controller": {"name": plan.controller.name, "address": plan.controller.address},
+        "nodes": [{"name": n.name, "address": n.address, "namespace": n.namespace} for n in plan.nodes],
+        "gpus_per_node": plan.env.gang.gpus_per_node,
+        "sbatch": str(plan.sbatch),
+        "checkpoint_dir": plan.env.job.checkpoint.dir,
+        "created_outside_root": created,
+    }
+    plan.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def load_state(root: Path = ROOT) -> dict[str, object]:
+    """What `up` recorded; raises SandboxError when no sandbox is up."""
+    try:
+        return json.loads((root / "sandbox.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SandboxError("no sandbox is up; start one with `grpo-infra sandbox up`") from None
+
+
+def _add_hosts_block(plan: Plan) -> None:
+    text = strip_hosts_block(HOSTS.read_text(encoding="utf-8"))
+    if text and not text.endswith("\n"):
+        text += "\n"
+    # Written in place: /etc/hosts is often a bind mount that cannot be replaced by rename.
+    HOSTS.write_text(text + hosts_block(plan), encoding="utf-8")
+
+
+def _start_munge(plan: Plan) -> None:
+    """munged with a fresh key of the sandbox's own, on its own socket (the machine's munge is untouched)."""
+    d = plan.munge_dir
+    d.mkdir(parents=True, exist_ok=True)
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    shutil.chown(d, "munge", "munge")
+    shutil.chown(key, "munge", "munge")
+    d.chmod(0o755)
+    key.chmod(0o400)
+    with open(d / "munged.out", "w") as out:
+        subprocess.run(
+            [
+                which("runuser") or "runuser",
+                "-u",
+                "munge",
+                "--",
+                which("munged") or "munged",
+                f"--key-file={key}",
+                f"--socket={plan.munge_socket}",
+                f"--pid-file={d / 'munged.pid'}",
+                f"--log-file={d / 'munged.log'}",
+                f"--seed-file={d / 'munged.seed'}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+            timeout=30,
+        )
+    _wait(lambda: plan.munge_socket.exists(), 10, f"munged did not start; see {d / 'munged.log'}")
+
+
+def _build_network(plan: Plan) -> None:
+    """A bridge on this machine, and per node a namespace joined to it by a veth pair."""
+    _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+    _run(["ip", "addr", "add", f"{plan.bridge_address}/{plan.subnet.prefixlen}", "dev", BRIDGE])
+    _run(["ip", "link", "set", BRIDGE, "up"])
+    for node in (plan.controller, *plan.nodes):
+        ns = node.namespace
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "link", "add", node.host_link, "type", "veth", "peer", "name", node.peer_link])
+        _run(["ip", "link", "set", node.host_link, "master", BRIDGE, "up"])
+        _run(["ip", "link", "set", node.peer_link, "netns", ns])
+        _run(["ip", "-n", ns, "link", "set", node.peer_link, "name", plan.interface])
+        _run(["ip", "-n", ns, "addr", "add", f"{node.address}/{node.prefix_len}", "dev", plan.interface])
+        _run(["ip", "-n", ns, "link", "set", plan.interface, "up"])
+        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+
+def _in_node(namespace: str, hostname: str, command: str) -> list[str]:
+    """Run `command` in a namespace's network with its own hostname.
+
+    nsenter, not `ip netns exec`: the latter remounts /sys, and slurmd then fails to find cgroups.
+    """
+    return [
+        which("nsenter") or "nsenter",
+        f"--net=/run/netns/{namespace}",
+        which("unshare") or "unshare",
+        "--uts",
+        "sh",
+        "-c",
+        f"hostname {hostname} && exec {command}",
+    ]
+
+
+def _start_controller(plan: Plan) -> None:
+    ctl = plan.controller
+    cmd = _in_node(ctl.namespace, ctl.name, f"{which('slurmctld')} -c -f {plan.slurm_conf}")
+    with open(plan.ctl_dir / "slurmctld.out", "w") as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=30)
+    env = slurm_env(plan.root)
+    _wait(
+        lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") > 0,
+        20,
+        f"slurmctld did not answer; see {plan.ctl_dir / 'slurmctld.log'}",
+    )
+
+
+def start_node(name: str, *, root: Path = ROOT) -> None:
+    """Start (or restart) one node's slurmd in its namespace."""
+    conf = root / "etc" / "slurm.conf"
+    node_dir = root / "nodes" / name
+    (node_dir / "spool").mkdir(parents=True, exist_ok=True)
+    cmd = _in_node(f"{NAMESPACE_PREFIX}{name}", name, f"{which('slurmd')} -f {conf} -N {name}")
+    with open(node_dir / "slurmd.out", "a") as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=30)
+
+
+def kill_node(name: str, *, root: Path = ROOT) -> list[int]:
+    """Kill every process on one node (its slurmd, job steps and Ray), as if the machine died."""
+    return _kill_namespace(f"{NAMESPACE_PREFIX}{name}")
+
+
+def node_states(root: Path = ROOT) -> dict[str, str]:
+    """Each node's state as Slurm reports it (idle, alloc, down*, ...)."""
+    out = _run(["sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(root), check=False)
+    states: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+def wait_for_nodes(plan: Plan, *, timeout: float = 60) -> None:
+    """Until every node is idle (registered, not drained): the cluster is ready for jobs."""
+    names = {n.name for n in plan.nodes}
+
+    def ready() -> bool:
+        states = node_states(plan.root)
+        return all(states.get(n) == "idle" for n in names)
+
+    try:
+        _wait(ready, timeout, "")
+    except SandboxError:
+        raise SandboxError(
+            f"nodes not idle after {timeout:.0f}s: {node_states(plan.root)}; "
+            f"see {plan.root}/nodes/<node>/slurmd.log and {plan.ctl_dir / 'slurmctld.log'}"
+        ) from None
+
+
+def _wait(predicate: Callable[[], bool], timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise SandboxError(message)
+
+
+# -------------------------------------------------------------------------------------------- down
+
+
+def namespaces() -> list[str]:
+    """The sandbox's network namespaces that exist now."""
+    out = _run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in out.splitlines() if line.startswith(NAMESPACE_PREFIX)]
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    out = _run(["ip", "netns", "pids", namespace], check=False)
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def _kill_namespace(namespace: str) -> list[int]:
+    pids = namespace_pids(namespace)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while namespace_pids(namespace) and time.monotonic() < deadline:
+        for pid in namespace_pids(namespace):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    return pids
+
+
+def _kill_pidfile(pidfile: Path, root: Path) -> None:
+    """Kill the process a pid file names, only if its command line mentions the sandbox root."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, ValueError):
+        return
+    if str(root) not in cmdline:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def down(root: Path = ROOT) -> list[str]:
+    """Stop everything the sandbox started and remove everything it added; safe to run any time."""
+    done: list[str] = []
+    created: list[str] = []
+    with contextlib.suppress(SandboxError, ValueError, TypeError):
+        created = list(load_state(root).get("created_outside_root", []))  # type: ignore[call-overload]
+    for pidfile in [
+        root / "ctl" / "slurmctld.pid",
+        *sorted(root.glob("nodes/*/slurmd.pid")),
+    ]:
+        if pidfile.exists():
+            _kill_pidfile(pidfile, root)
+            done.append(f"stopped {pidfile.stem}")
+    for ns in namespaces():
+        killed = _kill_namespace(ns)
+        _run(["ip", "netns", "del", ns], check=False)
+        done.append(f"deleted namespace {ns} ({len(killed)} processes killed)")
+    if (root / "munge" / "munged.pid").exists():
+        _kill_pidfile(root / "munge" / "munged.pid", root)
+        done.append("stopped munged")
+    for line in _run(["ip", "-o", "link", "show"], check=False).splitlines():
+        parts = line.split(":")
+        if len(parts) > 1:
+            link = parts[1].strip().split("@")[0]
+            if link.startswith(LINK_PREFIX):
+                _run(["ip", "link", "del", link], check=False)
+                done.append(f"deleted link {link}")
+    with contextlib.suppress(FileNotFoundError):
+        text = HOSTS.read_text(encoding="utf-8")
+        stripped = strip_hosts_block(text)
+        if stripped != text:
+            HOSTS.write_text(stripped, encoding="utf-8")
+            done.append(f"removed the sandbox block from {HOSTS}")
+    for path in map(Path, created):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        done.append(f"removed {path}")
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        done.append(f"removed {root}")
+    return done
+
+
+# ------------------------------------------------------------------------------------ status / env
+
+
+def sinfo(root: Path = ROOT) -> str:
+    """`sinfo` of the sandbox, one line per node."""
+    load_state(root)
+    return _run(["sinfo", "-N", "-l"], env=slurm_env(root), check=False)
+
+
+def env_exports(root: Path = ROOT) -> str:
+    """Shell lines that point plain Slurm commands at the sandbox (for `eval`)."""
+    state = load_state(root)
+    lines = [f"export SLURM_CONF={root / 'etc' / 'slurm.conf'}"]
+    # Jobs inherit the submitting shell's PATH: put this interpreter's bin (with `ray`) first.
+    bindir = Path(sys.executable).parent
+    if (bindir / "ray").exists() and str(bindir) not in os.environ.get("PATH", "").split(":"):
+        lines.append(f'export PATH={bindir}:"$PATH"')
+    lines.append(f"# sandbox of stack {state['stack']}: submit with `sbatch {state['sbatch']}`")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""A tiny stand-in for the verl trainer that proves the gang Ray cluster the sbatch formed.
+
+Run as the job's entrypoint (`GRPO_ENTRYPOINT="python -m grpo_infra.sandbox.probe ..."`). It checks
+that Ray sees every node of the allocation with its GPUs, places one bundle per node with
+STRICT_SPREAD, runs a task in each bundle every step, and writes numbered checkpoint steps in
+verl's layout (`global_step_<k>/`, `latest_checkpointed_iteration.txt`) so that a requeued run
+resumes after the last step the first run finished. Each event is one `PROBE {json}` line on
+stdout for tests, the demo and the benchmark to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+LATEST = "latest_checkpointed_iteration.txt"
+
+
+def emit(event: str, **fields: Any) -> None:
+    print("PROBE " + json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
+
+
+def last_step(checkpoint_dir: Path) -> int:
+    """The last completed step: verl's tracker file, else the highest `global_step_<k>` directory."""
+    tracker = checkpoint_dir / LATEST
+    if tracker.is_file():
+        return int(tracker.read_text().strip() or 0)
+    steps = [int(p.name.removeprefix("global_step_")) for p in checkpoint_dir.glob("global_step_*")]
+    return max(steps, default=0)
+
+
+def save_step(checkpoint_dir: Path, step: int, placement: list[dict[str, Any]]) -> None:
+    """Write step `step`, then move the tracker: a crash in between leaves the previous step current."""
+    target = checkpoint_dir / f"global_step_{step}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "probe.json").write_text(json.dumps({"step": step, "placement": placement}) + "\n")
+    tmp = checkpoint_dir / f".{LATEST}.{os.getpid()}"
+    tmp.write_text(f"{step}\n")
+    os.replace(tmp, checkpoint_dir / LATEST)
+
+
+def where() -> dict[str, Any]:
+    """Run inside a bundle: which node (hostname of its UTS namespace) and Ray node this task ran on."""
+    import ray
+
+    return {
+        "node": socket.gethostname(),
+        "ray_node_id": ray.get_runtime_context().get_node_id(),
+        "gpu_ids": ray.get_gpu_ids(),
+    }
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", default=env.get("RAY_ADDRESS"), help="Ray GCS address (default $RAY_ADDRESS).")
+    parser.add_argument("--nodes", type=int, default=int(env.get("SLURM_JOB_NUM_NODES", "0")))
+    parser.add_argument("--gpus-per-node", type=int, default=int(env.get("SLURM_GPUS_ON_NODE", "0")))
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=3, help="Total training steps of the run.")
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="Time each step takes.")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if not args.address:
+        print("probe: no Ray address: set RAY_ADDRESS or pass --address", file=sys.stderr)
+        return 2
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    ray.init(address=args.address, logging_level="warning", log_to_driver=False)
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    nodes = [
+        {"ip": n["NodeManagerAddress"], "ray_node_id": n["NodeID"], "gpus": int(n["Resources"].get("GPU", 0))}
+        for n in alive
+    ]
+    emit("nodes", nodes=nodes, count=len(nodes))
+    if args.nodes and len(nodes) != args.nodes:
+        print(f"probe: Ray sees {len(nodes)} nodes, the allocation has {args.nodes}", file=sys.stderr)
+        return 1
+    short = [n for n in nodes if n["gpus"] != args.gpus_per_node]
+    if short:
+        print(f"probe: nodes without {args.gpus_per_node} GPUs: {short}", file=sys.stderr)
+        return 1
+
+    bundles = [{"CPU": 1, "GPU": args.gpus_per_node} if args.gpus_per_node else {"CPU": 1} for _ in nodes]
+    group = placement_group(bundles, strategy="STRICT_SPREAD")
+    ray.get(group.ready(), timeout=60)
+    remote = ray.remote(num_cpus=1, num_gpus=args.gpus_per_node)(where)
+
+    checkpoint_dir: Path = args.checkpoint_dir
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    start = last_step(checkpoint_dir)
+    emit("resume" if start else "start", from_step=start, restart_count=int(os.environ.get("SLURM_RESTART_COUNT", 0)))
+    for step in range(start + 1, args.steps + 1):
+        refs = [
+            remote.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+            ).remote()
+            for i in range(len(bundles))
+        ]
+        placement = [{"bundle": i, **r} for i, r in enumerate(ray.get(refs, timeout=120))]
+        if step == start + 1:
+            emit("placement", bundles=placement)
+        time.sleep(args.step_seconds)
+        save_step(checkpoint_dir, step, placement)
+        emit("checkpoint", step=step)
+    emit("done", steps=args.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

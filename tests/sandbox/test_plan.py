@@ -1,0 +1,85 @@
+"""The sandbox's plan, read without root: node names, its view of the stack, slurm.conf, hosts block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grpo_infra.sandbox.plan import (
+    HOSTS_BEGIN,
+    SandboxError,
+    base_slurm_conf,
+    device_paths,
+    hosts_block,
+    make_plan,
+    node_names,
+    sandbox_environment,
+    strip_hosts_block,
+)
+from grpo_infra.spec import Environment, load_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def local() -> Environment:
+    return load_stack("local-slurm", ROOT).environment
+
+
+def test_default_size_is_the_stack_itself(local: Environment) -> None:
+    assert sandbox_environment(local, 3) is local
+
+
+@pytest.mark.parametrize(
+    ("count", "names"),
+    [(1, ["node1"]), (2, ["node1", "node2"]), (5, ["node1", "node2", "node3", "node4", "node5"])],
+)
+def test_other_sizes_continue_the_stacks_numbering(local: Environment, count: int, names: list[str]) -> None:
+    assert node_names(local, count) == names
+    env = sandbox_environment(local, count)
+    assert env.pool(env.job.pool).host_names == names
+    assert env.gang.nodes == count
+    assert sum(t.gpu_quota for t in env.tenants) <= env.pool(env.job.pool).gpu_count
+
+
+def test_node_count_is_bounded(local: Environment) -> None:
+    with pytest.raises(SandboxError, match="--nodes"):
+        node_names(local, 0)
+
+
+def test_addresses_are_inside_the_sandbox_subnet_and_distinct(local: Environment) -> None:
+    plan = make_plan("local-slurm", local, 3, root=Path("/tmp/sbx"), subnet="10.99.7.0/24")
+    addresses = [plan.controller.address, *(n.address for n in plan.nodes)]
+    assert len(set(addresses)) == 4
+    assert all(a.startswith("10.99.7.") for a in addresses)
+    assert plan.bridge_address == "10.99.7.1"
+
+
+def test_public_subnets_are_refused(local: Environment) -> None:
+    with pytest.raises(SandboxError, match="private"):
+        make_plan("local-slurm", local, 3, subnet="8.8.8.0/24")
+
+
+def test_base_conf_includes_the_rendered_fragment_and_names_the_cluster(local: Environment) -> None:
+    plan = make_plan("local-slurm", local, 3, root=Path("/tmp/sbx"))
+    text = base_slurm_conf(plan, Path("/tmp/sbx/etc/stack-slurm.conf"))
+    assert "Include /tmp/sbx/etc/stack-slurm.conf" in text
+    assert "ClusterName=sandbox" in text
+    assert f"SlurmctldHost=sbx-ctl({plan.controller.address})" in text
+    assert "SlurmdPidFile=/tmp/sbx/nodes/%n/slurmd.pid" in text
+    assert "NodeName" not in text  # nodes and partition come from the stack, not the sandbox
+
+
+def test_hosts_block_round_trips(local: Environment) -> None:
+    plan = make_plan("local-slurm", local, 3)
+    original = "127.0.0.1 localhost\n::1 ip6-localhost\n"
+    added = original + hosts_block(plan)
+    assert HOSTS_BEGIN in added
+    assert "node3" in added
+    assert strip_hosts_block(added) == original
+    assert strip_hosts_block(original) == original
+
+
+def test_devices_are_the_stacks_gres_files(local: Environment) -> None:
+    assert [str(p) for p in device_paths(local)] == [f"/run/grpo-sandbox/dev/nvidia{i}" for i in range(8)]
