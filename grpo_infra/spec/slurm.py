@@ -77,6 +77,41 @@ class Gres(SpecModel):
         return self
 
 
+class SlurmDeploy(SpecModel):
+    """Where the Pulumi component places the rendered files: the controller or a shared file system."""
+
+    directory: Annotated[str, StringConstraints(pattern=r"^/[^\s'\"$`\\]*[^/\s'\"$`\\]$")] = Field(
+        description="Absolute directory the files go to, e.g. /etc/slurm/grpo (slurm.conf includes it)."
+    )
+    host: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]*$")] | None = Field(
+        default=None, description="Reach the directory over SSH on this host; local when omitted."
+    )
+    user: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$")] | None = None
+    reconfigure: bool = Field(default=False, description="Run `scontrol reconfigure` after a change.")
+
+    @model_validator(mode="after")
+    def _user_needs_host(self) -> SlurmDeploy:
+        if self.user is not None and self.host is None:
+            raise ValueError("`user` is the SSH user: give the `host` too, or drop `user` for a local directory")
+        return self
+
+
+class Switch(SpecModel):
+    """One switch of the fabric tree (topology/tree): a leaf lists its nodes, a spine its switches."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+    nodes: Annotated[str, StringConstraints(min_length=1)] | None = Field(
+        default=None, description="Hostlist of the nodes cabled to this leaf switch."
+    )
+    switches: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]] | None = None
+
+    @model_validator(mode="after")
+    def _leaf_or_spine(self) -> Switch:
+        if (self.nodes is None) == (not self.switches):
+            raise ValueError(f"switch {self.name}: give exactly one of `nodes` (a leaf) or `switches` (a spine)")
+        return self
+
+
 class Slurm(SpecModel):
     """An on-prem Slurm cluster and the partition the GRPO gang runs in."""
 
@@ -91,12 +126,34 @@ class Slurm(SpecModel):
         description="Network interface whose address Ray and NCCL bind to."
     )
     ray_ports: PortRange
+    deploy: SlurmDeploy | None = Field(default=None, description="Where `pulumi up` places the rendered files.")
+    switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
 
     @field_validator("max_time", "time_limit")
     @classmethod
     def _valid_time(cls, value: str) -> str:
         time_limit_minutes(value)
         return value
+
+    @model_validator(mode="after")
+    def _ports_hold_a_block(self) -> Slurm:
+        from ..ports import BLOCK_SIZE, block_count
+
+        if block_count(self.ray_ports.start, self.ray_ports.end) < 1:
+            raise ValueError(f"`rayPorts` must span at least {BLOCK_SIZE} ports (one job's block)")
+        return self
+
+    @model_validator(mode="after")
+    def _switch_tree(self) -> Slurm:
+        names = [s.name for s in self.switches]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"switch {dupes[0]} is named twice")
+        for switch in self.switches:
+            unknown = [n for n in switch.switches or [] if n not in names or n == switch.name]
+            if unknown:
+                raise ValueError(f"switch {switch.name} lists {unknown[0]}, which is not another switch")
+        return self
 
     @model_validator(mode="after")
     def _fits_partition(self) -> Slurm:

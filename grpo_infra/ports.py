@@ -1,0 +1,68 @@
+"""The Ray port block of a job: which ports one job's Ray cluster binds, derived from its job id.
+
+Jobs that share a node must never bind the same port (two Ray clusters with one port block break
+each other: a head reaches the other job's GCS). The stack gives a port range; it is cut into
+blocks of `BLOCK_SIZE` ports and a job takes block `job_id mod blocks`. Two jobs whose ids differ
+by less than the number of blocks therefore never collide. The sbatch script computes the same
+arithmetic in shell from `SLURM_JOB_ID`, rendered from the constants below, so there is one source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Ports per job: the fixed ports first, then the workers' range up to the end of the block.
+BLOCK_SIZE = 256
+# Offset of each fixed port inside a block, by the `ray start` option that takes it.
+FIXED_OFFSETS: dict[str, int] = {
+    "gcs": 0,  # --port (head only)
+    "dashboard": 1,  # --dashboard-port (head only)
+    "client": 2,  # --ray-client-server-port (head only)
+    "node_manager": 3,  # --node-manager-port
+    "object_manager": 4,  # --object-manager-port
+    "runtime_env_agent": 5,  # --runtime-env-agent-port
+    "dashboard_agent_grpc": 6,  # --dashboard-agent-grpc-port
+    "dashboard_agent_http": 7,  # --dashboard-agent-listen-port
+    "metrics_export": 8,  # --metrics-export-port
+}
+# Worker processes take one port each from [WORKER_OFFSET, BLOCK_SIZE - 1] of the block.
+WORKER_OFFSET = 16
+
+
+@dataclass(frozen=True)
+class RayPorts:
+    """Every port one job's Ray binds on each of its nodes."""
+
+    gcs: int
+    dashboard: int
+    client: int
+    node_manager: int
+    object_manager: int
+    runtime_env_agent: int
+    dashboard_agent_grpc: int
+    dashboard_agent_http: int
+    metrics_export: int
+    min_worker: int
+    max_worker: int
+
+    def all(self) -> set[int]:
+        """Every port of the block this job may bind."""
+        fixed = {getattr(self, name) for name in FIXED_OFFSETS}
+        return fixed | set(range(self.min_worker, self.max_worker + 1))
+
+
+def block_count(start: int, end: int) -> int:
+    """How many whole blocks the inclusive range [start, end] holds."""
+    return (end - start + 1) // BLOCK_SIZE
+
+
+def ray_ports(start: int, end: int, job_id: int) -> RayPorts:
+    """The port block of job `job_id` inside the inclusive range [start, end]."""
+    blocks = block_count(start, end)
+    if blocks < 1:
+        raise ValueError(f"the Ray port range {start}-{end} is smaller than one block of {BLOCK_SIZE} ports")
+    if job_id < 0:
+        raise ValueError(f"a job id is not negative: {job_id}")
+    base = start + (job_id % blocks) * BLOCK_SIZE
+    fixed = {name: base + offset for name, offset in FIXED_OFFSETS.items()}
+    return RayPorts(**fixed, min_worker=base + WORKER_OFFSET, max_worker=base + BLOCK_SIZE - 1)

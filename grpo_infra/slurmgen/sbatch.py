@@ -1,0 +1,140 @@
+"""The GRPO sbatch script: the exact gang, a job-private Ray cluster, a readiness barrier, verl.
+
+Every value the script needs is computed here and shell-quoted; the template only lays it out.
+The script takes the gang's shape from the allocation at run time (SLURM_JOB_NUM_NODES,
+SLURM_GPUS_ON_NODE), so verl's `trainer.nnodes` / `trainer.n_gpus_per_node` always match what
+Slurm granted, even when a user overrides `--nodes` or `--gres` on the sbatch command line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import verl
+from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
+from ..spec import Environment
+from ..spec.slurm import Container
+from .conf import gres_request
+from .templates import render_template
+
+# Seconds before the time limit at which Slurm sends USR1 to the batch shell (stop Ray, requeue).
+SIGNAL_BEFORE_LIMIT_S = 120
+# Seconds the readiness barrier waits for every node and GPU; GRPO_RAY_READY_TIMEOUT overrides it.
+DEFAULT_READY_TIMEOUT_S = 300
+# Shell variables holding the allocation's shape, substituted for the two derived overrides.
+NNODES_VAR = "SLURM_JOB_NUM_NODES"
+GPUS_PER_NODE_VAR = "gpus_per_node"
+READY_PROGRAM = Path(__file__).with_name("ray_ready.py")
+
+
+@dataclass(frozen=True)
+class PortVar:
+    """One shell variable of the port block: `GRPO_RAY_<NAME>_PORT=$(( base + offset ))`."""
+
+    name: str
+    offset: int
+
+
+def port_vars() -> list[PortVar]:
+    """The port block's shell variables, from the one rule in grpo_infra/ports.py."""
+    fixed = [PortVar(f"GRPO_RAY_{name.upper()}_PORT", offset) for name, offset in FIXED_OFFSETS.items()]
+    return [
+        *fixed,
+        PortVar("GRPO_RAY_MIN_WORKER_PORT", WORKER_OFFSET),
+        PortVar("GRPO_RAY_MAX_WORKER_PORT", BLOCK_SIZE - 1),
+    ]
+
+
+def verl_words(env: Environment) -> list[str]:
+    """verl's argv as shell words, the gang's shape read from the allocation instead of the spec."""
+    allocation = {verl.NNODES: f'"${NNODES_VAR}"', verl.N_GPUS_PER_NODE: f'"${GPUS_PER_NODE_VAR}"'}
+    words = [shlex.quote(w) for w in verl.ENTRYPOINT]
+    for (key, _), arg in zip(verl.overrides(env), verl.override_args(verl.overrides(env)), strict=True):
+        words.append(f"{key}={allocation[key]}" if key in allocation else shlex.quote(arg))
+    return words
+
+
+def job_environment(env: Environment) -> dict[str, str]:
+    """Variables exported to every process of the job: NCCL/Gloo interfaces, then the spec's `env`."""
+    slurm, pool = env.slurm, env.gang.pool
+    assert slurm is not None
+    interfaces = ",".join(pool.fabric.interfaces) or slurm.interface
+    found = {"NCCL_SOCKET_IFNAME": interfaces, "GLOO_SOCKET_IFNAME": interfaces}
+    if pool.fabric.hcas:
+        found["NCCL_IB_HCA"] = ",".join(pool.fabric.hcas)
+    found.update(env.job.env)
+    return found
+
+
+@dataclass(frozen=True)
+class ContainerArgs:
+    """How a command enters the image: extra srun options (pyxis) or a command prefix (Apptainer)."""
+
+    runtime: str
+    srun_args: list[str]
+    exec_prefix: list[str]
+
+
+def single_quoted(word: str) -> str:
+    """A shell word in single quotes, always: keeps commas and `#` of image names out of shellcheck's way."""
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def container_args(container: Container) -> ContainerArgs:
+    """pyxis: `srun --container-image --container-mounts`; Apptainer: `apptainer exec --nv --bind`."""
+    mounts = ",".join(container.mounts)
+    if container.runtime == "pyxis":
+        assert container.image is not None
+        srun_args = [single_quoted(f"--container-image={container.image}")]
+        if mounts:
+            srun_args.append(single_quoted(f"--container-mounts={mounts}"))
+        return ContainerArgs("pyxis", srun_args, [])
+    if container.runtime == "apptainer":
+        assert container.image is not None
+        prefix = ["apptainer", "exec", "--nv"]
+        if mounts:
+            prefix += ["--bind", single_quoted(mounts)]
+        return ContainerArgs("apptainer", [], [*prefix, single_quoted(container.image)])
+    return ContainerArgs("none", [], [])
+
+
+def sbatch(env: Environment) -> str:
+    """The sbatch script of the stack's GRPO job."""
+    slurm, job, gang = env.slurm, env.job, env.gang
+    assert slurm is not None
+    tenant = env.tenant(job.tenant)
+    partition_pools = [p for p in env.pools if p.host_names]
+    return render_template(
+        "grpo.sbatch.j2",
+        job_name=job.name,
+        cluster=slurm.cluster_name,
+        partition=slurm.partition,
+        account=tenant.name,
+        qos=tenant.queue,
+        nodes=gang.nodes,
+        gres=gres_request(gang.pool),
+        gpus_per_node=gang.gpus_per_node,
+        cpus_per_task=gang.pool.cpus,
+        exclusive=slurm.oversubscribe == "exclusive",
+        oversubscribe=slurm.oversubscribe == "yes",
+        # Only a partition spanning several pools needs the pool's feature to land on the right nodes.
+        constraint=gang.pool.name if len(partition_pools) > 1 else None,
+        time_limit=slurm.time_limit,
+        signal_secs=SIGNAL_BEFORE_LIMIT_S,
+        interface=shlex.quote(slurm.interface),
+        port_start=slurm.ray_ports.start,
+        port_end=slurm.ray_ports.end,
+        port_blocks=block_count(slurm.ray_ports.start, slurm.ray_ports.end),
+        block_size=BLOCK_SIZE,
+        port_vars=port_vars(),
+        ready_timeout=DEFAULT_READY_TIMEOUT_S,
+        ready_program=READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
+        exports=[(name, shlex.quote(value)) for name, value in job_environment(env).items()],
+        secrets=[s.env for s in job.secrets],
+        checkpoint_dir=shlex.quote(job.checkpoint.dir),
+        resume=job.checkpoint.resume,
+        verl_words=verl_words(env),
+        container=container_args(slurm.container),
+    )
