@@ -1,19 +1,56 @@
-"""Kubernetes renderers: spec → plain objects and Helm releases."""
+"""Kubernetes renderers: spec → plain objects and Helm releases.
+
+Everything here is pure: the same spec gives the same dicts. `synth` writes them to files and the
+Pulumi components register exactly these dicts.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..manifests import dump_yaml, object_filename
 from ..spec import Environment
+from .access import ray_network_policy, secret_references, tenant_access
 from .namespaces import tenant_namespaces
+from .operators import helm_releases
+from .queues import queue_objects
+from .rayjob import ray_job
 
-__all__ = ["objects", "render_files", "tenant_namespaces"]
+__all__ = [
+    "helm_releases",
+    "objects",
+    "queue_objects",
+    "ray_job",
+    "render_files",
+    "secret_references",
+    "tenant_access",
+    "tenant_namespaces",
+]
 
 
-def objects(env: Environment) -> list[dict]:
-    """Every Kubernetes object the stack applies, in apply order."""
-    return [*tenant_namespaces(env)]
+def objects(env: Environment) -> list[dict[str, Any]]:
+    """Every Kubernetes object the stack applies, in apply order (Secrets excepted: Pulumi makes those)."""
+    return [
+        *tenant_namespaces(env),
+        *tenant_access(env),
+        *queue_objects(env),
+        ray_network_policy(env),
+        ray_job(env),
+    ]
 
 
 def render_files(env: Environment) -> dict[str, str]:
-    """`kubernetes/<object>.yaml` for every object."""
-    return {f"kubernetes/{object_filename(obj)}": dump_yaml(obj) for obj in objects(env)}
+    """`kubernetes/<object>.yaml` per object, `helm/<release>.yaml` per release, and the secret references."""
+    files = {f"kubernetes/{object_filename(obj)}": dump_yaml(obj) for obj in objects(env)}
+    for release in helm_releases(env):
+        body = {k: release[k] for k in ("chart", "repository", "version", "namespace", "values")}
+        files[f"helm/{release['name']}.yaml"] = dump_yaml(body)
+    refs = secret_references(env)
+    if refs:
+        files["kubernetes/secret-references.yaml"] = dump_yaml(
+            {
+                "note": "Pulumi creates these Secrets from the stack's encrypted config; their values are never rendered.",
+                "secrets": [r.as_dict() for r in refs],
+            }
+        )
+    return files

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ..preflight.verdict import DEFAULT_FRACTION
 from .base import EnvName, PositiveInt, SpecModel
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
@@ -69,9 +70,9 @@ class NfsExport(SpecModel):
 class CheckpointVolume(SpecModel):
     """Where `checkpoint.dir` lives on Kubernetes: exactly one of a PVC, an NFS export or a host path."""
 
-    claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None = (
-        Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
-    )
+    claim_name: (
+        Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None
+    ) = Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
     nfs: NfsExport | None = None
     host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
         default=None, description="A shared file system already mounted at this path on every node."
@@ -96,6 +97,37 @@ class Checkpoint(SpecModel):
         description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
         "PersistentVolumeClaim `grpo-checkpoints` in the tenant's namespace.",
     )
+
+
+class NcclGate(SpecModel):
+    """The fabric gate run before training: a timed all-reduce over every GPU of the gang, judged
+    against the pool's fabric (docs/nccl-preflight.md). On by default: a run on a fabric that fell
+    back to TCP wastes days of GPU time."""
+
+    enabled: bool = True
+    expected_busbw_gbps: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="All-reduce bus bandwidth (GB/s) a healthy gang reaches; the documented default "
+        "for the pool's fabric and GPUs per node when omitted (none for fabric `none`).",
+    )
+    fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        default=DEFAULT_FRACTION, description="Fail under fraction x expected busbw."
+    )
+    backend: Literal["nccl", "gloo"] = Field(
+        default="nccl",
+        description="nccl on GPUs; gloo on CPU tensors, one rank per node, for nodes without CUDA (the local sandbox).",
+    )
+    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(default=1024, description="All-reduce message size, MiB.")
+    iterations: Annotated[int, Field(ge=1, le=1000)] = Field(default=20, description="Timed all-reduces.")
+    timeout_seconds: Annotated[int, Field(ge=10, le=3600)] = Field(
+        default=300, description="Bound on the whole gate, placement included: it never hangs the job."
+    )
+
+
+class Preflight(SpecModel):
+    """Checks the job runs inside its allocation before training starts."""
+
+    nccl: NcclGate = Field(default_factory=NcclGate)
 
 
 class SecretRef(SpecModel):
@@ -126,6 +158,7 @@ class Job(SpecModel):
     overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
     env: dict[EnvName, str] = Field(default_factory=dict)
     secrets: list[SecretRef] = Field(default_factory=list)
+    preflight: Preflight = Field(default_factory=Preflight)
 
     @field_validator("overrides")
     @classmethod

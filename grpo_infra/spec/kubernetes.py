@@ -86,5 +86,7 @@ class Kubernetes(SpecModel):
     def _known_priority_class(self) -> Kubernetes:
         if self.ray_job.priority_class not in self.priority_classes:
             known = ", ".join(sorted(self.priority_classes)) or "none"
-            raise ValueError(f"rayJob.priorityClass {self.ray_job.priority_class!r} is not in priorityClasses ({known})")
+            raise ValueError(
+                f"rayJob.priorityClass {self.ray_job.priority_class!r} is not in priorityClasses ({known})"
+            )
         return self

@@ -1,0 +1,136 @@
+"""Who may do what: tenant service accounts and roles, the job's secrets, and the Ray pods' network.
+
+Secrets are rendered only as references (namespace, name, key, the Pulumi config key they come from);
+the Secret holding the value is created by Pulumi from the stack's encrypted config, never written to
+a file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..spec import Environment
+from ..spec.job import SecretRef
+from .namespaces import MANAGED_BY
+from .operators import KUBERAY_NAMESPACE
+
+SECRET_KEY = "value"
+TENANT_ACCOUNT = "grpo-submitter"
+TENANT_ROLE = "grpo-rayjobs"
+JOB_LABEL = "grpo-infra/job"
+
+
+@dataclass(frozen=True)
+class SecretReference:
+    """A Kubernetes Secret the RayJob reads one environment variable from."""
+
+    namespace: str
+    name: str
+    key: str
+    env: str
+    config: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "key": self.key,
+            "env": self.env,
+            "fromConfig": f"grpo-infra:{self.config} (secret)",
+        }
+
+
+def secret_name(ref: SecretRef) -> str:
+    """`wandbApiKey` → `grpo-wandb-api-key`: a DNS name derived from the config key."""
+    kebab = re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", ref.config).replace("_", "-").lower()
+    return f"grpo-{kebab}"
+
+
+def secret_references(env: Environment) -> list[SecretReference]:
+    """One Secret per `secure:` value the job uses, in the job's namespace."""
+    return [
+        SecretReference(env.job.tenant, secret_name(ref), SECRET_KEY, ref.env, ref.config) for ref in env.job.secrets
+    ]
+
+
+def secret_metadata(ref: SecretReference) -> dict[str, Any]:
+    """Metadata of the Secret Pulumi creates for a reference (its data never leaves Pulumi)."""
+    return {"name": ref.name, "namespace": ref.namespace, "labels": dict(MANAGED_BY)}
+
+
+def tenant_access(env: Environment) -> list[dict[str, Any]]:
+    """Per tenant: a ServiceAccount and a Role that manage RayJobs in the tenant's namespace only."""
+    out: list[dict[str, Any]] = []
+    for t in env.tenants:
+        meta = {"namespace": t.name, "labels": dict(MANAGED_BY)}
+        out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TENANT_ACCOUNT, **meta}})
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": TENANT_ROLE, **meta},
+                "rules": [
+                    {
+                        "apiGroups": ["ray.io"],
+                        "resources": ["rayjobs"],
+                        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                    },
+                    {
+                        "apiGroups": ["ray.io"],
+                        "resources": ["rayjobs/status", "rayclusters"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    {
+                        "apiGroups": [""],
+                        "resources": ["pods", "pods/log", "services"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    # The dashboard is reached through `kubectl port-forward`, never a public address.
+                    {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+                    {
+                        "apiGroups": ["kueue.x-k8s.io"],
+                        "resources": ["workloads", "localqueues"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                ],
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": TENANT_ROLE, **meta},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": TENANT_ROLE},
+                "subjects": [{"kind": "ServiceAccount", "name": TENANT_ACCOUNT, "namespace": t.name}],
+            }
+        )
+    return out
+
+
+def ray_network_policy(env: Environment) -> dict[str, Any]:
+    """The job's Ray pods accept traffic only from their own namespace and the KubeRay operator.
+
+    The head listens on its pod address (the operator and the submitter reach the dashboard there,
+    `kubectl port-forward` reaches it through the pod's loopback); this policy and a ClusterIP service
+    keep it off every other network path.
+    """
+    job = env.job
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{job.name}-ray", "namespace": job.tenant, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_LABEL: job.name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {}},
+                        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}}},
+                    ]
+                }
+            ],
+        },
+    }

@@ -1,0 +1,198 @@
+"""The GRPO RayJob: a CPU head, one GPU worker group filling the gang's nodes, verl as entrypoint.
+
+Kueue admits it as one gang (head, workers and submitter together) by flipping `suspend`; the worker
+group's size and each pod's GPUs are the gang's, which is also where verl's `trainer.nnodes` and
+`trainer.n_gpus_per_node` come from, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import verl
+from ..spec import Environment
+from .access import JOB_LABEL, secret_references
+from .fabric import nccl_env
+from .namespaces import MANAGED_BY
+from .operators import uses_kueue
+from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
+from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI, head_cpu_milli, head_memory_mi
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+DASHBOARD_PORT = 8265
+# Fabrics whose drivers pin memory for RDMA need it unlimited in the container.
+_RDMA = ("infiniband", "roce", "efa")
+
+
+def worker_group_name(env: Environment) -> str:
+    """The GPU worker group is named after its pool (never `head` or `submitter`)."""
+    return env.gang.pool.name
+
+
+def ray_job(env: Environment) -> dict[str, Any]:
+    """The RayJob object."""
+    assert env.kubernetes is not None
+    job, settings = env.job, env.kubernetes.ray_job
+    tenant = env.tenant(job.tenant)
+    labels = {**MANAGED_BY, JOB_LABEL: job.name}
+    if uses_kueue(env):
+        labels[QUEUE_LABEL] = tenant.queue
+        labels[PRIORITY_LABEL] = settings.priority_class
+    else:
+        labels["ray.io/scheduler-name"] = "volcano"
+        labels["volcano.sh/queue-name"] = tenant.queue
+    spec: dict[str, Any] = {
+        "entrypoint": verl.shell_command(env),
+        "submissionMode": "K8sJobMode",
+        # Kueue unsuspends the job when the whole gang fits; Volcano gangs the pods itself.
+        "suspend": uses_kueue(env),
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
+    }
+    if settings.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = settings.active_deadline_seconds
+    spec["backoffLimit"] = settings.backoff_limit
+    spec["submitterPodTemplate"] = _submitter_template(env)
+    spec["rayClusterSpec"] = {
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": _head_group(env),
+        "workerGroupSpecs": [_worker_group(env)],
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": job.name, "namespace": job.tenant, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _head_group(env: Environment) -> dict[str, Any]:
+    cpu, memory = cpu_quantity(head_cpu_milli(env)), memory_quantity(head_memory_mi(env))
+    container = {
+        "name": "ray-head",
+        "image": env.job.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": _env(env, gpu=False),
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+        "volumeMounts": _mounts(env),
+    }
+    return {
+        # Reached inside the cluster only; people use `kubectl port-forward` (see dashboard_command).
+        "serviceType": "ClusterIP",
+        # Inside the pod's own network namespace: the operator and submitter reach it on the pod address,
+        # port-forward on loopback; the ClusterIP service and the NetworkPolicy bound who else can.
+        "rayStartParams": {"dashboard-host": "0.0.0.0"},
+        "template": {
+            "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
+            "spec": _pod_spec(env, container, head_memory_mi(env)),
+        },
+    }
+
+
+def _worker_group(env: Environment) -> dict[str, Any]:
+    assert env.kubernetes is not None
+    gang, pool = env.gang, env.gang.pool
+    share = node_share(env, pool)
+    resources = share.resources()
+    container: dict[str, Any] = {
+        "name": "ray-worker",
+        "image": env.job.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": _env(env, gpu=True),
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": _mounts(env),
+    }
+    if pool.fabric.kind in _RDMA:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    spec = _pod_spec(env, container, share.memory_mi)
+    spec["nodeSelector"] = node_selector(pool)
+    if pool.taints:
+        spec["tolerations"] = tolerations(pool)
+    metadata: dict[str, Any] = {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}}
+    topology = env.kubernetes.topology
+    if topology is not None and uses_kueue(env):
+        levels = [lv for lv in topology.levels if lv != "kubernetes.io/hostname"] or topology.levels
+        metadata["annotations"] = {PREFERRED_TOPOLOGY: levels[-1]}
+    return {
+        "groupName": worker_group_name(env),
+        "replicas": gang.nodes,
+        "minReplicas": gang.nodes,
+        "maxReplicas": gang.nodes,
+        "numOfHosts": 1,
+        "rayStartParams": {},
+        "template": {"metadata": metadata, "spec": spec},
+    }
+
+
+def _submitter_template(env: Environment) -> dict[str, Any]:
+    cpu, memory = cpu_quantity(SUBMITTER_CPU_MILLI), memory_quantity(SUBMITTER_MEMORY_MI)
+    return {
+        "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "ray-job-submitter",
+                    "image": env.job.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+        },
+    }
+
+
+def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> dict[str, Any]:
+    return {
+        # Ray pods need no Kubernetes API access.
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": _volumes(env, memory_mi),
+    }
+
+
+def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.job.env.items())]
+    if gpu:
+        out += [{"name": k, "value": v} for k, v in nccl_env(env.gang.pool)]
+    out += [
+        {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for ref in secret_references(env)
+    ]
+    return out
+
+
+def _mounts(env: Environment) -> list[dict[str, Any]]:
+    return [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "checkpoints", "mountPath": env.job.checkpoint.dir}]
+
+
+def _volumes(env: Environment, memory_mi: int) -> list[dict[str, Any]]:
+    # NCCL and the rollout engine share tensors through /dev/shm; a quarter of the pod's memory.
+    dshm = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_quantity(memory_mi // 4)}}
+    return [dshm, {"name": "checkpoints", **checkpoint_source(env)}]
+
+
+DEFAULT_CHECKPOINT_CLAIM = "grpo-checkpoints"
+
+
+def checkpoint_source(env: Environment) -> dict[str, Any]:
+    """The volume source holding `checkpoint.dir` (the spec's, or the default PVC)."""
+    volume = env.job.checkpoint.volume
+    if volume is None or volume.claim_name is not None:
+        claim = volume.claim_name if volume is not None and volume.claim_name else DEFAULT_CHECKPOINT_CLAIM
+        return {"persistentVolumeClaim": {"claimName": claim}}
+    if volume.nfs is not None:
+        return {"nfs": {"server": volume.nfs.server, "path": volume.nfs.path}}
+    return {"hostPath": {"path": volume.host_path, "type": "Directory"}}
+
+
+def dashboard_command(env: Environment) -> str:
+    """How a person reaches the Ray dashboard: through the API server, to their own loopback."""
+    return (
+        f"kubectl -n {env.job.tenant} port-forward "
+        f"$(kubectl -n {env.job.tenant} get pod -l {JOB_LABEL}={env.job.name},ray.io/node-type=head -o name) "
+        f"{DASHBOARD_PORT}:{DASHBOARD_PORT}"
+    )
