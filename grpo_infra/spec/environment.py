@@ -57,6 +57,8 @@ class Environment(SpecModel):
                     raise ValueError(f"{where}: an {cloud} cluster's pool needs an `{cloud}` block")
                 if provider != cloud and getattr(pool, cloud) is not None:
                     raise ValueError(f"{where}: `{cloud}` is only for an {cloud} cluster, this one is {provider}")
+            if provider != "existing" and pool.existing is not None:
+                raise ValueError(f"{where}: `existing` is only for an existing cluster, this one is {provider}")
         if self.target == "slurm":
             hosts = [h for p in self.pools for h in p.host_names]
             if len(hosts) != len(set(hosts)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import hostlist
@@ -74,8 +75,20 @@ class EksNodes(SpecModel):
     """How an EKS managed node group provides this pool."""
 
     instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+[a-z0-9-]*\.[a-z0-9]+$")]
-    subnet_ids: list[Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]+$")]] = Field(min_length=1)
+    subnet_ids: list[Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]+$")]] = Field(
+        min_length=1, description="Subnets of ONE availability zone (an EFA pool: exactly one subnet)."
+    )
     capacity_reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]+$")] | None = None
+    node_role_arn: (
+        Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$")] | None
+    ) = Field(
+        default=None,
+        description="IAM role the nodes run as; `pulumi up` needs it to create the node group.",
+    )
+    security_group_ids: list[Annotated[str, StringConstraints(pattern=r"^sg-[0-9a-f]+$")]] = Field(
+        default_factory=list,
+        description="Security groups of the EFA interfaces (usually the cluster security group); needed for EFA.",
+    )
 
 
 class GkeNodes(SpecModel):
@@ -85,6 +98,23 @@ class GkeNodes(SpecModel):
     accelerator_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
     zone: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+-[a-z]$")]
     reservation: str | None = None
+    cluster_location: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+(-[a-z])?$")] | None = Field(
+        default=None, description="The cluster's region or zone; default: the region of `zone` (a regional cluster)."
+    )
+    gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field(
+        default="DEFAULT", description="Which NVIDIA driver GKE installs on the nodes."
+    )
+
+
+class ExistingNodes(SpecModel):
+    """Options for a pool of machines an existing cluster already has."""
+
+    install_gpu_operator: bool = Field(
+        default=False, description="Install the NVIDIA GPU operator (device plugin, toolkit) from its chart."
+    )
+    operator_installs_driver: bool = Field(
+        default=False, description="Let the GPU operator install the NVIDIA driver (off: drivers are preinstalled)."
+    )
 
 
 class Pool(SpecModel):
@@ -105,6 +135,7 @@ class Pool(SpecModel):
     fabric: Fabric
     eks: EksNodes | None = None
     gke: GkeNodes | None = None
+    existing: ExistingNodes | None = None
 
     @field_validator("hosts")
     @classmethod
@@ -126,6 +157,49 @@ class Pool(SpecModel):
         keys = [t.key for t in self.taints]
         if len(keys) != len(set(keys)):
             raise ValueError("a taint key appears twice")
+        return self
+
+    @model_validator(mode="after")
+    def _cloud_nodes_consistent(self) -> Pool:
+        """What the cloud's nodes will carry must be what the spec says they carry."""
+        gpu_taint = next((t for t in self.taints if t.key == "nvidia.com/gpu" and t.effect == "NoSchedule"), None)
+        if self.eks is not None:
+            from ..nodepools.efa import EFA_INTERFACES, efa_interfaces
+
+            if gpu_taint is None:
+                raise ValueError(
+                    "an eks GPU pool carries the taint nvidia.com/gpu with effect NoSchedule, so that only GPU "
+                    'workloads land on it: add {key: nvidia.com/gpu, value: "true", effect: NoSchedule} to `taints`'
+                )
+            if self.fabric.kind == "efa":
+                known = efa_interfaces(self.eks.instance_type)
+                if known is None:
+                    raise ValueError(
+                        f"eks.instanceType {self.eks.instance_type}: EFA interface count unknown; "
+                        f"known EFA instance types: {', '.join(sorted(EFA_INTERFACES))}"
+                    )
+                if self.fabric.devices_per_node != known:
+                    raise ValueError(
+                        f"fabric.devicesPerNode is {self.fabric.devices_per_node}, but a {self.eks.instance_type} "
+                        f"has {known} EFA interfaces"
+                    )
+                if self.fabric.resource != "vpc.amazonaws.com/efa":
+                    raise ValueError("an efa fabric on eks is advertised as resource vpc.amazonaws.com/efa")
+                if len(self.eks.subnet_ids) != 1:
+                    raise ValueError(
+                        "an EFA pool takes exactly one subnet in eks.subnetIds (EFA traffic stays in one subnet)"
+                    )
+        if self.gke is not None:
+            if gpu_taint is None or gpu_taint.value != "present":
+                raise ValueError(
+                    "GKE taints every GPU node nvidia.com/gpu=present:NoSchedule; add "
+                    "{key: nvidia.com/gpu, value: present, effect: NoSchedule} to `taints` so the gang tolerates it"
+                )
+            match = re.fullmatch(r"a\d+[a-z]*-[a-z]+-(\d+)g", self.gke.machine_type)
+            if match and int(match.group(1)) != self.gpu.per_node:
+                raise ValueError(
+                    f"gke.machineType {self.gke.machine_type} has {match.group(1)} GPUs, but gpu.perNode is {self.gpu.per_node}"
+                )
         return self
 
     @property

@@ -1,0 +1,175 @@
+"""GPU node pools: EKS node groups, GKE node pools, labels and taints on an existing cluster's nodes.
+
+Each component registers exactly what `grpo_infra.nodepools` renders. pulumi-aws and pulumi-gcp are
+optional extras: they are imported only when a stack's provider needs them, and a missing one stops
+the program with one line naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from grpo_infra import nodepools as render
+from grpo_infra.spec import Environment
+from grpo_infra.spec.pools import Pool
+
+# Provider SDK module → the extra of this project that installs it.
+EXTRAS = {"pulumi_aws": "aws", "pulumi_gcp": "gcp"}
+
+
+class MissingExtra(pulumi.RunError):
+    """A stack needs a cloud provider SDK that this install does not have."""
+
+
+def provider_sdk(module: str) -> ModuleType:
+    """Import a cloud provider SDK, or stop with the one line that says how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        extra = EXTRAS[module]
+        package = module.replace("_", "-")
+        raise MissingExtra(
+            f"stack {pulumi.get_stack()} needs {package}, which is not installed: pip install -e '.[{extra}]'"
+        ) from None
+
+
+@dataclass(frozen=True)
+class EksGpuNodeGroupArgs:
+    """The rendered node group and, for EFA or a capacity reservation, its launch template."""
+
+    node_group: dict[str, Any]
+    launch_template: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, env: Environment, pool: Pool) -> EksGpuNodeGroupArgs:
+        return cls(render.node_group_args(env, pool), render.launch_template_args(env, pool))
+
+
+class EksGpuNodeGroup(pulumi.ComponentResource):
+    """An EKS managed node group of GPU nodes on an existing cluster."""
+
+    def __init__(self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        aws = provider_sdk("pulumi_aws")
+        super().__init__("grpo-infra:nodepools:EksGpuNodeGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        node_group = dict(args.node_group)
+        self.launch_template = None
+        if args.launch_template is not None:
+            self.launch_template = aws.ec2.LaunchTemplate(name, opts=child, **args.launch_template)
+            node_group["launch_template"] = {
+                "id": self.launch_template.id,
+                # The version the template has once created (an integer; EKS wants it as a string).
+                "version": self.launch_template.latest_version.apply(lambda v: None if v is None else str(int(v))),
+            }
+        self.node_group = aws.eks.NodeGroup(name, opts=child, **node_group)
+        self.register_outputs(
+            {
+                "nodeGroupName": self.node_group.node_group_name,
+                "instanceTypes": self.node_group.instance_types,
+                "size": args.node_group["scaling_config"]["desired_size"],
+            }
+        )
+
+
+@dataclass(frozen=True)
+class GkeGpuNodePoolArgs:
+    """The rendered node pool."""
+
+    node_pool: dict[str, Any]
+
+    @classmethod
+    def of(cls, env: Environment, pool: Pool) -> GkeGpuNodePoolArgs:
+        return cls(render.node_pool_args(env, pool))
+
+
+class GkeGpuNodePool(pulumi.ComponentResource):
+    """A GKE node pool of GPU nodes on an existing cluster."""
+
+    def __init__(self, name: str, args: GkeGpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        gcp = provider_sdk("pulumi_gcp")
+        super().__init__("grpo-infra:nodepools:GkeGpuNodePool", name, None, opts)
+        self.node_pool = gcp.container.NodePool(name, opts=pulumi.ResourceOptions(parent=self), **args.node_pool)
+        self.register_outputs(
+            {
+                "nodePoolName": self.node_pool.name,
+                "machineType": args.node_pool["node_config"]["machine_type"],
+                "size": args.node_pool["node_count"],
+            }
+        )
+
+
+@dataclass(frozen=True)
+class ExistingNodePoolArgs:
+    """The rendered per-node patches (labels and taints)."""
+
+    node_patches: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, env: Environment, pool: Pool) -> ExistingNodePoolArgs:
+        return cls(render.node_patches(env, pool))
+
+
+class ExistingNodePool(pulumi.ComponentResource):
+    """An existing cluster's machines, labelled and tainted as the pool says, by server-side apply."""
+
+    def __init__(self, name: str, args: ExistingNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("grpo-infra:nodepools:ExistingNodePool", name, None, opts)
+        self.node_patches = [
+            k8s.core.v1.NodePatch(
+                f"{name}-{patch['metadata']['name']}",
+                metadata=patch["metadata"],
+                spec=patch["spec"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for patch in args.node_patches
+        ]
+        self.register_outputs({"nodes": [p["metadata"]["name"] for p in args.node_patches]})
+
+
+class GpuDevicePlugins(pulumi.ComponentResource):
+    """The Helm releases that advertise the pools' GPUs and fabric to the scheduler."""
+
+    def __init__(self, name: str, releases: list[dict[str, Any]], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("grpo-infra:nodepools:GpuDevicePlugins", name, None, opts)
+        self.releases = [
+            k8s.helm.v3.Release(
+                release["name"],
+                name=release["name"],
+                namespace=release["namespace"],
+                create_namespace=release["createNamespace"],
+                chart=release["chart"],
+                version=release["version"],
+                repository_opts={"repo": release["repository"]},
+                values=release["values"],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for release in releases
+        ]
+        self.register_outputs({"releases": {r["name"]: f"{r['chart']} {r['version']}" for r in releases}})
+
+
+def deploy_node_pools(env: Environment) -> list[pulumi.Resource]:
+    """Create (or claim) every pool's nodes and their device plugins; return what workloads wait for."""
+    assert env.kubernetes is not None
+    provider = env.kubernetes.provider
+    try:
+        pools: list[pulumi.Resource] = []
+        for pool in env.pools:
+            if provider == "eks":
+                pools.append(EksGpuNodeGroup(pool.name, EksGpuNodeGroupArgs.of(env, pool)))
+            elif provider == "gke":
+                pools.append(GkeGpuNodePool(pool.name, GkeGpuNodePoolArgs.of(env, pool)))
+            else:
+                pools.append(ExistingNodePool(pool.name, ExistingNodePoolArgs.of(env, pool)))
+    except render.NodePoolError as exc:
+        raise pulumi.RunError(f"stacks/Pulumi.{pulumi.get_stack()}.yaml: {exc}") from None
+    releases = render.device_plugin_releases(env)
+    if releases:
+        pools.append(GpuDevicePlugins("gpu-device-plugins", releases))
+    return pools

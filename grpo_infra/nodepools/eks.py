@@ -1,0 +1,76 @@
+"""EKS managed node groups: one per pool, fixed size, NVIDIA AMI, EFA through a launch template.
+
+Keys are pulumi-aws argument names (`aws.eks.NodeGroup`, `aws.ec2.LaunchTemplate`), so the Pulumi
+layer passes them through unchanged; it only wires the launch template's id into the node group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec import Environment
+from ..spec.pools import Pool
+from .efa import network_interfaces
+
+AMI_TYPE = "AL2023_x86_64_NVIDIA"
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+class NodePoolError(ValueError):
+    """A pool that the cloud cannot provide as described; the message says which field to set."""
+
+
+def _eks(env: Environment, pool: Pool) -> Any:
+    if env.kubernetes is None or env.kubernetes.provider != "eks" or pool.eks is None:
+        raise NodePoolError(f"pool {pool.name} is not an EKS pool")
+    return pool.eks
+
+
+def launch_template_args(env: Environment, pool: Pool) -> dict[str, Any] | None:
+    """The launch template a pool needs for EFA interfaces or a capacity reservation; None if neither."""
+    eks = _eks(env, pool)
+    args: dict[str, Any] = {}
+    if pool.fabric.kind == "efa":
+        if not eks.security_group_ids:
+            raise NodePoolError(
+                f"pool {pool.name}: an EFA pool needs eks.securityGroupIds for its EFA interfaces "
+                "(the cluster security group, which allows all traffic between its members)"
+            )
+        args["network_interfaces"] = network_interfaces(pool.fabric.devices_per_node, eks.security_group_ids)
+    if eks.capacity_reservation_id:
+        args["capacity_reservation_specification"] = {
+            "capacity_reservation_target": {"capacity_reservation_id": eks.capacity_reservation_id}
+        }
+    if not args:
+        return None
+    return {
+        "description": f"GPU pool {pool.name} of cluster {env.kubernetes.cluster_name}",  # type: ignore[union-attr]
+        **args,
+        "tags": {"grpo-infra/pool": pool.name},
+    }
+
+
+def node_group_args(env: Environment, pool: Pool) -> dict[str, Any]:
+    """The managed node group: desired = min = max = the pool's size, since a gang needs every node."""
+    eks = _eks(env, pool)
+    if eks.node_role_arn is None:
+        raise NodePoolError(
+            f"pool {pool.name}: set eks.nodeRoleArn (the IAM role the nodes run as) to create the node group"
+        )
+    size = pool.node_count
+    return {
+        "cluster_name": env.kubernetes.cluster_name,  # type: ignore[union-attr]
+        "node_group_name": pool.name,
+        "node_role_arn": eks.node_role_arn,
+        "subnet_ids": list(eks.subnet_ids),
+        "instance_types": [eks.instance_type],
+        "ami_type": AMI_TYPE,
+        "capacity_type": "ON_DEMAND",
+        "scaling_config": {"desired_size": size, "min_size": size, "max_size": size},
+        "labels": dict(pool.labels),
+        "taints": [
+            {"key": t.key, **({"value": t.value} if t.value is not None else {}), "effect": _EFFECTS[t.effect]}
+            for t in pool.taints
+        ],
+        "tags": {"grpo-infra/pool": pool.name},
+    }

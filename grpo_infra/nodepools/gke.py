@@ -1,0 +1,61 @@
+"""GKE node pools: one per pool, fixed size, GPUs with driver installation, compact placement, gVNIC.
+
+Keys are pulumi-gcp argument names (`gcp.container.NodePool`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec import Environment
+from ..spec.pools import Pool
+from .eks import NodePoolError
+
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+# GKE puts this taint on every GPU node itself (and tolerates it for pods requesting GPUs): left to GKE.
+GKE_GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
+
+
+def cluster_location(pool: Pool) -> str:
+    """The cluster's location: as given, or the region of the pool's zone (a regional cluster)."""
+    assert pool.gke is not None
+    return pool.gke.cluster_location or pool.gke.zone.rsplit("-", 1)[0]
+
+
+def node_pool_args(env: Environment, pool: Pool) -> dict[str, Any]:
+    """The node pool for `pool`: every node in one zone, compactly placed, sized exactly."""
+    if env.kubernetes is None or env.kubernetes.provider != "gke" or pool.gke is None:
+        raise NodePoolError(f"pool {pool.name} is not a GKE pool")
+    gke = pool.gke
+    node_config: dict[str, Any] = {
+        "machine_type": gke.machine_type,
+        "guest_accelerators": [
+            {
+                "type": gke.accelerator_type,
+                "count": pool.gpu.per_node,
+                "gpu_driver_installation_config": {"gpu_driver_version": gke.gpu_driver_version},
+            }
+        ],
+        "gvnic": {"enabled": True},
+        "labels": dict(pool.labels),
+        "taints": [
+            {"key": t.key, "value": t.value or "", "effect": _EFFECTS[t.effect]}
+            for t in pool.taints
+            if (t.key, t.value, t.effect) != GKE_GPU_TAINT
+        ],
+    }
+    if gke.reservation:
+        node_config["reservation_affinity"] = {
+            "consume_reservation_type": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [gke.reservation],
+        }
+    return {
+        "name": pool.name,
+        "cluster": env.kubernetes.cluster_name,
+        "location": cluster_location(pool),
+        "node_locations": [gke.zone],
+        "node_count": pool.node_count,
+        "placement_policy": {"type": "COMPACT"},
+        "node_config": node_config,
+    }
