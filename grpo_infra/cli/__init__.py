@@ -6,6 +6,7 @@ import typer
 
 from .check import check
 from .diff import diff
+from .graph import graph
 from .nccl import app as nccl_app
 from .sandbox import app as sandbox_app
 from .stacks import stacks
@@ -22,6 +23,7 @@ app.command()(stacks)
 app.command()(synth)
 app.command()(diff)
 app.command()(check)
+app.command()(graph)
 app.add_typer(nccl_app, name="nccl", help="Read nccl-tests output and NCCL logs; judge the fabric.")
 app.add_typer(sandbox_app, name="sandbox")
 
