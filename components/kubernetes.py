@@ -1,32 +1,243 @@
-"""Kubernetes components: register the objects the renderers produce."""
+"""Kubernetes components: register exactly the objects and Helm releases the renderers produce.
+
+Dependencies are explicit so that `pulumi up` creates, and `pulumi destroy` deletes, in an order the
+operators can follow: node pools → operators → queues → RayJob on the way up, the reverse on the way
+down, so the RayJob and the queues are deleted while KubeRay and Kueue, which own their finalizers,
+still run.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes import _utilities as k8s_utilities
 
 from grpo_infra import k8s as render
-from grpo_infra.spec import Environment
+from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
+from grpo_infra.k8s.rayjob import dashboard_command
+from grpo_infra.spec import PROJECT, Environment
+
+PREFIX = "grpo-infra:k8s"
 
 
-class TenantNamespaces(pulumi.ComponentResource):
-    """The tenants' namespaces, as rendered."""
+def _name(obj: dict[str, Any]) -> str:
+    """A Pulumi resource name unique per kind: `<namespace>-<name>` for namespaced objects."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}-{meta['name']}" if meta.get("namespace") else meta["name"]
 
-    def __init__(self, name: str, env: Environment, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("grpo-infra:k8s:TenantNamespaces", name, None, opts)
-        self.namespaces = [
-            k8s.core.v1.Namespace(
-                obj["metadata"]["name"],
-                metadata=obj["metadata"],
-                opts=pulumi.ResourceOptions(parent=self),
+
+def register_object(obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """One rendered object as a Pulumi resource: typed classes for core kinds, CustomResource otherwise."""
+    kind, meta, name = obj["kind"], obj["metadata"], _name(obj)
+    if kind == "Namespace":
+        return k8s.core.v1.Namespace(name, metadata=meta, opts=opts)
+    if kind == "ServiceAccount":
+        return k8s.core.v1.ServiceAccount(name, metadata=meta, opts=opts)
+    if kind == "Role":
+        return k8s.rbac.v1.Role(name, metadata=meta, rules=obj["rules"], opts=opts)
+    if kind == "RoleBinding":
+        return k8s.rbac.v1.RoleBinding(
+            name, metadata=meta, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
+        )
+    if kind == "NetworkPolicy":
+        return k8s.networking.v1.NetworkPolicy(name, metadata=meta, spec=obj["spec"], opts=opts)
+    return RenderedCustomResource(name, obj, opts)
+
+
+class RenderedCustomResource(k8s.apiextensions.CustomResource):
+    """A custom resource registered whole, top-level fields included (a WorkloadPriorityClass has
+    `value`, not `spec`), where `CustomResource`'s constructor only takes `spec`."""
+
+    def __init__(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=k8s_utilities.get_version()))
+        pulumi.CustomResource.__init__(self, f"kubernetes:{obj['apiVersion']}:{obj['kind']}", name, dict(obj), opts)
+
+
+@dataclass(frozen=True)
+class HelmReleaseArgs:
+    """A rendered Helm release: chart, repository (None for an OCI chart), version, namespace, values."""
+
+    name: str
+    chart: str
+    repository: str | None
+    version: str
+    namespace: str
+    values: dict[str, Any]
+
+    @classmethod
+    def of(cls, release: dict[str, Any]) -> HelmReleaseArgs:
+        return cls(**release)
+
+
+def _child(
+    parent: pulumi.ComponentResource, opts: pulumi.ResourceOptions | None, *after: pulumi.Resource
+) -> pulumi.ResourceOptions:
+    """Options for a child: parented, and waiting for what the component waits for (children do not
+    inherit a parent's dependencies, and `pulumi destroy` orders by these explicit edges)."""
+    inherited = list(opts.depends_on or []) if opts is not None and isinstance(opts.depends_on, list) else []
+    return pulumi.ResourceOptions(parent=parent, depends_on=[*inherited, *after])
+
+
+class _Operator(pulumi.ComponentResource):
+    """An operator: its namespace and its pinned Helm release (CRDs from the chart)."""
+
+    TYPE = ""
+
+    def __init__(self, name: str, args: HelmReleaseArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.namespace = k8s.core.v1.Namespace(
+            args.namespace,
+            metadata={"name": args.namespace, "labels": dict(render.namespaces.MANAGED_BY)},
+            opts=_child(self, opts),
+        )
+        repository = k8s.helm.v3.RepositoryOptsArgs(repo=args.repository) if args.repository else None
+        self.release = k8s.helm.v3.Release(
+            args.name,
+            name=args.name,
+            chart=args.chart,
+            version=args.version,
+            repository_opts=repository,
+            namespace=args.namespace,
+            values=args.values,
+            # The operator must be serving (webhooks, CRDs) before anything that needs it is created.
+            wait_for_jobs=True,
+            atomic=True,
+            opts=_child(self, opts, self.namespace),
+        )
+        self.register_outputs({"namespace": args.namespace, "release": args.name, "version": args.version})
+
+
+class KubeRayOperator(_Operator):
+    """KubeRay's operator chart; it owns the RayJob's and RayCluster's finalizers."""
+
+    TYPE = f"{PREFIX}:KubeRayOperator"
+
+
+class Kueue(_Operator):
+    """Kueue's chart with the complete manager configuration; it owns the queues' finalizers."""
+
+    TYPE = f"{PREFIX}:Kueue"
+
+
+@dataclass(frozen=True)
+class TenantAccessArgs:
+    """Namespaces, service accounts and roles of the tenants, and the Secrets the job reads."""
+
+    objects: list[dict[str, Any]]
+    secrets: list[SecretReference]
+
+    @classmethod
+    def of(cls, env: Environment) -> TenantAccessArgs:
+        return cls([*render.tenant_namespaces(env), *render.tenant_access(env)], render.secret_references(env))
+
+
+class TenantAccess(pulumi.ComponentResource):
+    """Tenant namespaces with their RayJob-only roles, and one Secret per `secure:` config value."""
+
+    def __init__(self, name: str, args: TenantAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{PREFIX}:TenantAccess", name, None, opts)
+        self.namespaces: dict[str, pulumi.CustomResource] = {}
+        self.resources: list[pulumi.CustomResource] = []
+        for obj in args.objects:
+            ns = obj["metadata"].get("namespace")
+            after = [self.namespaces[ns]] if ns in self.namespaces else []
+            resource = register_object(obj, _child(self, opts, *after))
+            if obj["kind"] == "Namespace":
+                self.namespaces[obj["metadata"]["name"]] = resource
+            self.resources.append(resource)
+        config = pulumi.Config(PROJECT)
+        self.secrets = [
+            k8s.core.v1.Secret(
+                f"{ref.namespace}-{ref.name}",
+                metadata=secret_metadata(ref),
+                type="Opaque",
+                string_data={ref.key: config.require_secret(ref.config)},
+                opts=_child(self, opts, self.namespaces[ref.namespace]),
             )
-            for obj in render.tenant_namespaces(env)
+            for ref in args.secrets
         ]
-        self.register_outputs({"namespaces": [ns.metadata["name"] for ns in self.namespaces]})
+        self.register_outputs(
+            {"namespaces": sorted(self.namespaces), "secrets": [f"{r.namespace}/{r.name}" for r in args.secrets]}
+        )
+
+
+@dataclass(frozen=True)
+class GangQueuesArgs:
+    """Priority classes, topology, flavors, ClusterQueues and LocalQueues (or Volcano queues)."""
+
+    objects: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, env: Environment) -> GangQueuesArgs:
+        return cls(render.queue_objects(env))
+
+
+class GangQueues(pulumi.ComponentResource):
+    """The queues gangs are admitted through; each waits for what it refers to."""
+
+    def __init__(self, name: str, args: GangQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{PREFIX}:GangQueues", name, None, opts)
+        made: dict[str, list[pulumi.CustomResource]] = {}
+        # A kind waits for the kinds it names: flavors → topology, ClusterQueues → flavors, LocalQueues → ClusterQueues.
+        needs = {"ResourceFlavor": ["Topology"], "ClusterQueue": ["ResourceFlavor"], "LocalQueue": ["ClusterQueue"]}
+        for obj in args.objects:
+            after = [r for kind in needs.get(obj["kind"], []) for r in made.get(kind, [])]
+            resource = register_object(obj, _child(self, opts, *after))
+            made.setdefault(obj["kind"], []).append(resource)
+        self.resources = [r for rs in made.values() for r in rs]
+        names = [f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}".lstrip("/") for o in args.objects]
+        self.register_outputs({"queues": names})
+
+
+@dataclass(frozen=True)
+class GrpoRayJobArgs:
+    """The RayJob and the NetworkPolicy fencing its Ray pods."""
+
+    ray_job: dict[str, Any]
+    network_policy: dict[str, Any]
+
+    @classmethod
+    def of(cls, env: Environment) -> GrpoRayJobArgs:
+        return cls(render.ray_job(env), ray_network_policy(env))
+
+
+class GrpoRayJob(pulumi.ComponentResource):
+    """The suspended GRPO RayJob; Kueue flips `spec.suspend` on admission and Pulumi leaves it alone."""
+
+    def __init__(self, name: str, args: GrpoRayJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{PREFIX}:GrpoRayJob", name, None, opts)
+        self.network_policy = register_object(args.network_policy, _child(self, opts))
+        self.ray_job = register_object(
+            args.ray_job,
+            pulumi.ResourceOptions.merge(
+                _child(self, opts, self.network_policy), pulumi.ResourceOptions(ignore_changes=["spec.suspend"])
+            ),
+        )
+        meta = args.ray_job["metadata"]
+        self.register_outputs({"name": meta["name"], "namespace": meta["namespace"]})
 
 
 def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
-    namespaces = TenantNamespaces("tenants", env, pulumi.ResourceOptions(depends_on=depends_on))
+    """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
+    releases = {r["name"]: HelmReleaseArgs.of(r) for r in render.helm_releases(env)}
+    kuberay = KubeRayOperator("kuberay", releases["kuberay-operator"])
+    operators: list[pulumi.Resource] = [kuberay]
+    if "kueue" in releases:
+        operators.append(Kueue("kueue", releases["kueue"]))
+    tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
+    # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
+    queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))
+    # The job needs every operator, its queue, its secrets and the nodes its pods are scheduled onto.
+    job = GrpoRayJob(
+        env.job.name,
+        GrpoRayJobArgs.of(env),
+        pulumi.ResourceOptions(depends_on=[*operators, queues, tenants, *depends_on]),
+    )
     pulumi.export("namespaces", [t.name for t in env.tenants])
-    pulumi.export("job", env.job.name)
-    del namespaces
+    pulumi.export("localQueues", {t.name: t.queue for t in env.tenants})
+    pulumi.export("clusterQueues", [render.queues.cluster_queue_name(t) for t in env.tenants])
+    pulumi.export("rayJob", job.ray_job.metadata.apply(lambda m: f"{m['namespace']}/{m['name']}"))
+    pulumi.export("dashboard", dashboard_command(env))
