@@ -11,7 +11,7 @@ from .efa import EFA_INTERFACES, efa_interfaces
 from .eks import AMI_TYPE, NodePoolError, launch_template_args, node_group_args
 from .existing import node_patches
 from .gke import cluster_location, node_pool_args
-from .scheduling import node_affinity, taint, toleration, tolerations
+from .scheduling import node_affinity, tolerations
 
 __all__ = [
     "AMI_TYPE",
@@ -25,7 +25,5 @@ __all__ = [
     "node_group_args",
     "node_patches",
     "node_pool_args",
-    "taint",
-    "toleration",
     "tolerations",
 ]

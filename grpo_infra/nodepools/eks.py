@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..k8s.placement import node_selector
 from ..spec import Environment
 from ..spec.pools import Pool
 from .efa import network_interfaces
@@ -67,7 +68,7 @@ def node_group_args(env: Environment, pool: Pool) -> dict[str, Any]:
         "ami_type": AMI_TYPE,
         "capacity_type": "ON_DEMAND",
         "scaling_config": {"desired_size": size, "min_size": size, "max_size": size},
-        "labels": dict(pool.labels),
+        "labels": node_selector(pool),
         "taints": [
             {"key": t.key, **({"value": t.value} if t.value is not None else {}), "effect": _EFFECTS[t.effect]}
             for t in pool.taints

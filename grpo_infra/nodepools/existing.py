@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..k8s.placement import node_selector, node_taints
 from ..spec import Environment
 from ..spec.pools import Pool
 from .eks import NodePoolError
-from .scheduling import taint
 
 
 def node_patches(env: Environment, pool: Pool) -> list[dict[str, Any]]:
@@ -24,8 +24,8 @@ def node_patches(env: Environment, pool: Pool) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": host, "labels": dict(pool.labels)},
-            "spec": {"taints": [taint(t) for t in pool.taints]},
+            "metadata": {"name": host, "labels": node_selector(pool)},
+            "spec": {"taints": node_taints(pool)},
         }
         for host in pool.host_names
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..k8s.placement import node_selector
 from ..spec import Environment
 from ..spec.pools import Pool
 from .eks import NodePoolError
@@ -37,7 +38,7 @@ def node_pool_args(env: Environment, pool: Pool) -> dict[str, Any]:
             }
         ],
         "gvnic": {"enabled": True},
-        "labels": dict(pool.labels),
+        "labels": node_selector(pool),
         "taints": [
             {"key": t.key, "value": t.value or "", "effect": _EFFECTS[t.effect]}
             for t in pool.taints
