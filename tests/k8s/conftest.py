@@ -1,0 +1,25 @@
+"""Kubernetes stacks and variants of them (Volcano, a changed pool) for the renderer tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_infra.spec import Environment, load_stack
+from tests.conftest import ROOT, SHIPPED_STACKS
+
+K8S_STACKS = [s for s in SHIPPED_STACKS if load_stack(s, ROOT).environment.target == "kubernetes"]
+
+
+def env_of(stack: str) -> Environment:
+    return load_stack(stack, ROOT).environment
+
+
+def variant(stack: str, change: Any) -> Environment:
+    """The stack's environment with `change(raw_dict)` applied, validated again."""
+    raw = env_of(stack).model_dump(by_alias=True, exclude_none=True)
+    change(raw)
+    return Environment.model_validate(raw)
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
