@@ -1,0 +1,105 @@
+"""Kueue's manager configuration: complete, v1beta2 field names only, gang-friendly settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from grpo_infra.k8s import helm_releases
+
+from .conftest import K8S_STACKS, env_of
+
+# The v1beta2 `Configuration` fields we use, as read from Kueue's apis/config/v1beta2/configuration_types.go
+# (JSON tags) and the 0.19 chart's default config. `None` marks a free-form map (keys are data, not fields).
+V1BETA2_FIELDS: dict[str, Any] = {
+    "apiVersion": {},
+    "kind": {},
+    "namespace": {},
+    "manageJobsWithoutQueueName": {},
+    "managedJobsNamespaceSelector": None,
+    "health": {"healthProbeBindAddress": {}, "readinessEndpointName": {}, "livenessEndpointName": {}},
+    "metrics": {"bindAddress": {}, "enableClusterQueueResources": {}},
+    "webhook": {"port": {}, "host": {}, "certDir": {}},
+    "leaderElection": {"leaderElect": {}, "resourceName": {}, "resourceNamespace": {}, "resourceLock": {}},
+    "controller": {"groupKindConcurrency": None, "cacheSyncTimeout": {}},
+    "clientConnection": {"qps": {}, "burst": {}},
+    "waitForPodsReady": {
+        "timeout": {},
+        "blockAdmission": {},
+        "recoveryTimeout": {},
+        "requeuingStrategy": {
+            "timestamp": {},
+            "backoffLimitCount": {},
+            "backoffBaseSeconds": {},
+            "backoffMaxSeconds": {},
+        },
+    },
+    "integrations": {"frameworks": {}, "externalFrameworks": {}, "labelKeysToCopy": {}},
+    "featureGates": None,
+}
+
+
+def _unknown(config: dict[str, Any], allowed: dict[str, Any], path: str = "") -> list[str]:
+    out = []
+    for key, value in config.items():
+        where = f"{path}.{key}" if path else key
+        if key not in allowed:
+            out.append(where)
+        elif allowed[key] and isinstance(value, dict):
+            out += _unknown(value, allowed[key], where)
+    return out
+
+
+def _config(stack: str) -> dict[str, Any]:
+    kueue = next(r for r in helm_releases(env_of(stack)) if r["name"] == "kueue")
+    return yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_manager_config_uses_only_v1beta2_fields(stack: str) -> None:
+    config = _config(stack)
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["kind"] == "Configuration"
+    assert _unknown(config, V1BETA2_FIELDS) == []
+
+
+def test_the_field_check_catches_v1beta1_enable() -> None:
+    config = _config("eks-prod")
+    config["waitForPodsReady"]["enable"] = True
+    assert _unknown(config, V1BETA2_FIELDS) == ["waitForPodsReady.enable"]
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_manager_config_is_complete_and_gang_friendly(stack: str) -> None:
+    config = _config(stack)
+    # The chart replaces its default string whole: what the manager needs to serve must be here.
+    assert config["health"]["healthProbeBindAddress"] and config["webhook"]["port"] == 9443
+    assert config["leaderElection"]["leaderElect"] is True
+    wait = config["waitForPodsReady"]
+    assert "enable" not in wait
+    assert wait["blockAdmission"] is True
+    minutes = int(wait["timeout"].removesuffix("m"))
+    assert minutes >= 15, "too short to pull a multi-GB verl image onto cold nodes"
+    assert minutes == env_of(stack).kubernetes.pods_ready_timeout_minutes
+    assert set(wait["requeuingStrategy"]) == {
+        "timestamp",
+        "backoffLimitCount",
+        "backoffBaseSeconds",
+        "backoffMaxSeconds",
+    }
+    assert wait["requeuingStrategy"]["timestamp"] in ("Eviction", "Creation")
+    assert {"ray.io/rayjob", "ray.io/raycluster"} <= set(config["integrations"]["frameworks"])
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_releases_are_pinned(stack: str) -> None:
+    releases = {r["name"]: r for r in helm_releases(env_of(stack))}
+    kuberay, kueue = releases["kuberay-operator"], releases["kueue"]
+    assert (kuberay["chart"], kuberay["version"]) == ("kuberay-operator", "1.7.0")
+    assert kuberay["repository"] == "https://ray-project.github.io/kuberay-helm/"
+    assert kuberay["namespace"] != kueue["namespace"]
+    assert kuberay["values"]["batchScheduler"]["name"] == ""  # Kueue works through suspend
+    assert kuberay["values"]["image"]["tag"] == "v1.7.0"
+    assert (kueue["chart"], kueue["version"]) == ("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
