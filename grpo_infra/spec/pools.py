@@ -192,7 +192,7 @@ class Pool(SpecModel):
         if self.gke is not None:
             if gpu_taint is None or gpu_taint.value != "present":
                 raise ValueError(
-                    "GKE taints every GPU node nvidia.com/gpu=present:NoSchedule; add "
+                    "a gke GPU node carries the taint nvidia.com/gpu=present:NoSchedule (GKE adds it); add "
                     "{key: nvidia.com/gpu, value: present, effect: NoSchedule} to `taints` so the gang tolerates it"
                 )
             match = re.fullmatch(r"a\d+[a-z]*-[a-z]+-(\d+)g", self.gke.machine_type)
