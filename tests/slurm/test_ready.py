@@ -1,0 +1,69 @@
+"""The readiness barrier against a real one-node Ray cluster: it counts, and it fails clearly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grpo_infra.slurmgen.sbatch import READY_PROGRAM
+
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A job-private Ray head with 2 declared GPUs, stopped by its own process group (never `ray stop`)."""
+    if not RAY.exists():
+        pytest.skip("ray is not installed in this venv (extra `sandbox`)")
+    temp = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+         "--num-cpus=1", "--num-gpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
+         "--disable-usage-stats"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, 15)
+        try:
+            head.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, 9)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _barrier(address: str, nodes: int, gpus: int, timeout: float) -> subprocess.CompletedProcess[str]:
+    program = READY_PROGRAM.read_text()
+    args = ["--address", address, "--nodes", str(nodes), "--gpus", str(gpus), "--timeout", str(timeout)]
+    return subprocess.run(
+        [sys.executable, "-c", program, *args, "--hosts", f"{socket.gethostname()},node-b"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_barrier_passes_when_every_node_and_gpu_joined(ray_head: str) -> None:
+    proc = _barrier(ray_head, 1, 2, 60)
+    assert proc.returncode == 0, proc.stderr
+    assert "joined 1/1 nodes, 2/2 GPUs" in proc.stdout
+
+
+def test_barrier_fails_at_the_timeout_with_the_counts(ray_head: str) -> None:
+    proc = _barrier(ray_head, 2, 4, 2)
+    assert proc.returncode == 1
+    assert "Ray readiness timeout after 2 s: joined 1/2 nodes, 2/4 GPUs; missing: node-b" in proc.stderr
