@@ -1,0 +1,109 @@
+"""The in-job fabric gate run for real: a 3-node Ray cluster on this machine, gloo across its nodes.
+
+Each node declares GPUs but has no CUDA, like the local Slurm sandbox: the gate places one rank per
+node by its GPU slot and all-reduces CPU tensors. The user relies on two answers: a pool without an
+RDMA fabric passes, and a pool that should run on InfiniBand fails when the ranks talk over sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_infra.preflight import busbw_factor
+from grpo_infra.preflight.ray_allreduce import main
+from tests.conftest import ROOT
+
+pytest.importorskip("torch")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+NODES = 3
+GPUS_PER_NODE = 2
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """A real multi-node Ray cluster (one raylet per node), in its own temp dir so `address="auto"`
+    of anything else on this machine never finds it."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    temp_dir = tempfile.mkdtemp(prefix="rg-gate-", dir="/tmp")
+    node = {"num_cpus": 1, "num_gpus": GPUS_PER_NODE, "temp_dir": temp_dir}
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        for _ in range(NODES - 1):
+            cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _gate(address: str, tmp_path: Path, *args: str, timeout: float = 90) -> tuple[int, str, dict[str, Any] | None]:
+    out = tmp_path / "gate.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "grpo_infra.preflight.ray_allreduce", "--address", address, "--json-out", str(out),
+         "--gpus-per-node", str(GPUS_PER_NODE), "--backend", "gloo", "--size-mib", "4", "--iters", "5",
+         "--warmup", "2", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+    )  # fmt: skip
+    report = json.loads(out.read_text()) if out.exists() else None
+    return proc.returncode, proc.stdout + proc.stderr, report
+
+
+def test_gloo_across_every_node_passes_a_pool_without_fabric(ray_address: str, tmp_path: Path) -> None:
+    code, output, report = _gate(ray_address, tmp_path, "--fabric", "none", "--nodes", str(NODES))
+    assert code == 0, output
+    assert output.startswith("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3")
+    assert "GB/s" in output
+    assert report is not None and report["passed"]
+    # One rank per node, each on a different Ray node: the gang's whole footprint was exercised.
+    assert report["ranks"] == NODES
+    assert len({p["node_id"] for p in report["placement"]}) == NODES
+    # nccl-tests' definitions: algbw = bytes / time, busbw = algbw x 2(n-1)/n.
+    assert report["busbw_factor"] == busbw_factor("all_reduce", NODES) == pytest.approx(4 / 3)
+    assert report["algbw_gbps"] == pytest.approx(report["size_bytes"] / (report["time_us"] * 1e3), rel=1e-2, abs=0.01)
+    assert report["busbw_gbps"] == pytest.approx(report["algbw_gbps"] * 4 / 3, rel=1e-2, abs=0.01)
+    assert report["busbw_gbps"] > 0
+    assert set(report["rank_transports"].values()) == {"socket"}
+
+
+def test_gloo_sockets_fail_a_pool_that_declares_infiniband(ray_address: str, tmp_path: Path) -> None:
+    code, output, report = _gate(ray_address, tmp_path, "--fabric", "infiniband", "--nodes", str(NODES))
+    assert code == 1, output
+    assert output.startswith("FAIL fabric=infiniband backend=gloo transport=socket")
+    assert "fail: 3 rank(s) fell back to sockets instead of infiniband" in output
+    assert report is not None and not report["passed"]
+    # The default for the pool's real GPUs per node, not for the one gloo rank per node.
+    assert report["expected_busbw_gbps"] == 2 * 50.0 * 0.90
+
+
+def test_a_gang_larger_than_the_cluster_fails_within_its_timeout(ray_address: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    code, output, _ = _gate(ray_address, tmp_path, "--fabric", "none", "--nodes", str(NODES + 1), "--timeout", "4")
+    assert code == 1, output
+    assert "Ray could not place 4 node(s) x 2 GPU(s) (STRICT_SPREAD) within 4 s" in output
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--fabric", "none", "--gpus-per-node", "8", "--nodes", "2", "--fraction", "0"],
+        ["--fabric", "none", "--gpus-per-node", "0", "--nodes", "2"],
+        ["--fabric", "infiniband", "--gpus-per-node", "8", "--nodes", "2", "--expected-busbw", "-1"],
+    ],
+)
+def test_bad_options_exit_2_before_touching_ray(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    assert capsys.readouterr().err.startswith("error: ")
