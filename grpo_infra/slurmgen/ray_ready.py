@@ -50,6 +50,8 @@ def main() -> int:
 
     joined = {str(n.get("NodeManagerHostname", "")).split(".")[0] for n in alive}
     missing = [h for h in args.hosts.split(",") if h and h.split(".")[0] not in joined]
+    if len(missing) != args.nodes - nodes:
+        missing = []  # Ray's hostnames are not the Slurm node names here: naming nodes would mislead
     print(
         f"grpo: ERROR: Ray readiness timeout after {args.timeout:g} s: joined {nodes}/{args.nodes} nodes, "
         f"{gpus}/{args.gpus} GPUs" + (f"; missing: {','.join(missing)}" if missing else ""),
