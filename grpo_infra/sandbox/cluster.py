@@ -32,6 +32,7 @@ from .plan import (
     device_paths,
     hosts_block,
     make_plan,
+    sandbox_fragment,
     strip_hosts_block,
 )
 
@@ -93,7 +94,7 @@ def _run(cmd: Sequence[str], *, check: bool = True, env: dict[str, str] | None =
 
 def slurm_env(root: Path = ROOT) -> dict[str, str]:
     """The environment in which plain Slurm commands talk to the sandbox."""
-    return {**os.environ, "SLURM_CONF": str(root / "etc" / "slurm.conf")}
+    return {**os.environ, "SLURM_CONF": str(root / "etc" / "slurm.conf"), "GRPO_RAY_TMPDIR": str(root / "tmp")}
 
 
 # ---------------------------------------------------------------------------------------------- up
@@ -153,11 +154,15 @@ def _check_subnet_free(plan: Plan) -> None:
 def _write_files(plan: Plan, files: dict[str, str]) -> list[str]:
     """Config, rendered tree, state dirs and placeholder GPUs; returns paths created outside the root."""
     created: list[str] = []
-    for path in (plan.etc, plan.ctl_dir / "state", *(plan.node_dir(n.name) / "spool" for n in plan.nodes)):
+    dirs = (plan.etc, plan.ray_tmp, plan.ctl_dir / "state", *(plan.node_dir(n.name) / "spool" for n in plan.nodes))
+    for path in dirs:
         path.mkdir(parents=True, exist_ok=True)
     synth.write_tree(files, plan.stack_dir)
     fragment = plan.etc / "stack-slurm.conf"
-    fragment.write_text(files["slurm/slurm.conf"], encoding="utf-8")
+    text, dropped = sandbox_fragment(files["slurm/slurm.conf"])
+    if dropped:
+        text = f"# The sandbox has no slurmdbd: it left out {' '.join(dropped)}\n" + text
+    fragment.write_text(text, encoding="utf-8")
     (plan.etc / "gres.conf").write_text(files["slurm/gres.conf"], encoding="utf-8")
     if "slurm/topology.conf" in files:
         (plan.etc / "topology.conf").write_text(files["slurm/topology.conf"], encoding="utf-8")
@@ -454,7 +459,11 @@ def sinfo(root: Path = ROOT) -> str:
 def env_exports(root: Path = ROOT) -> str:
     """Shell lines that point plain Slurm commands at the sandbox (for `eval`)."""
     state = load_state(root)
-    lines = [f"export SLURM_CONF={root / 'etc' / 'slurm.conf'}"]
+    lines = [
+        f"export SLURM_CONF={root / 'etc' / 'slurm.conf'}",
+        # The rendered sbatch puts each job's Ray temp dirs here; `down` removes them with the sandbox.
+        f"export GRPO_RAY_TMPDIR={root / 'tmp'}",
+    ]
     # Jobs inherit the submitting shell's PATH: put this interpreter's bin (with `ray`) first.
     bindir = Path(sys.executable).parent
     if (bindir / "ray").exists() and str(bindir) not in os.environ.get("PATH", "").split(":"):

@@ -29,7 +29,7 @@ HOSTS_BEGIN = "# BEGIN grpo-sandbox (added by `grpo-infra sandbox up`, removed b
 HOSTS_END = "# END grpo-sandbox"
 MAX_NODES = 32
 # Slurm timers chosen for a one-machine cluster: see docs/sandbox.md.
-SLURMD_TIMEOUT = 30
+SLURMD_TIMEOUT = 15
 CRED_EXPIRE = 30
 
 
@@ -157,6 +157,11 @@ class Plan:
     def ctl_dir(self) -> Path:
         return self.root / "ctl"
 
+    @property
+    def ray_tmp(self) -> Path:
+        """Root of the jobs' Ray temp dirs (GRPO_RAY_TMPDIR of the rendered sbatch)."""
+        return self.root / "tmp"
+
     def node_dir(self, node: str) -> Path:
         return self.root / "nodes" / node
 
@@ -227,6 +232,27 @@ def base_slurm_conf(plan: Plan, fragment_path: Path) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+# Partition options that name accounts or QOS: Slurm checks them against slurmdbd's associations,
+# which a sandbox without accounting does not have (every job would pend with "account not known").
+_ACCOUNTING_OPTIONS = re.compile(r"\s+(AllowAccounts|DenyAccounts|AllowQos|DenyQos)=\S+")
+
+
+def sandbox_fragment(fragment: str) -> tuple[str, list[str]]:
+    """The stack's slurm.conf fragment as the sandbox includes it, and the options it left out.
+
+    Only account/QOS filters of PartitionName lines are dropped (there is no slurmdbd to resolve
+    them); nodes, GRES, OverSubscribe and MaxTime stay exactly as rendered.
+    """
+    dropped: list[str] = []
+    lines = []
+    for line in fragment.splitlines():
+        if line.startswith("PartitionName="):
+            dropped += [m.group(0).strip() for m in _ACCOUNTING_OPTIONS.finditer(line)]
+            line = _ACCOUNTING_OPTIONS.sub("", line)
+        lines.append(line)
+    return "\n".join(lines) + "\n", dropped
 
 
 def hosts_block(plan: Plan) -> str:

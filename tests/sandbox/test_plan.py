@@ -15,6 +15,7 @@ from grpo_infra.sandbox.plan import (
     make_plan,
     node_names,
     sandbox_environment,
+    sandbox_fragment,
     strip_hosts_block,
 )
 from grpo_infra.spec import Environment, load_stack
@@ -83,3 +84,15 @@ def test_hosts_block_round_trips(local: Environment) -> None:
 
 def test_devices_are_the_stacks_gres_files(local: Environment) -> None:
     assert [str(p) for p in device_paths(local)] == [f"/run/grpo-sandbox/dev/nvidia{i}" for i in range(8)]
+
+
+def test_fragment_keeps_the_partition_but_not_account_filters() -> None:
+    fragment = (
+        "GresTypes=gpu\n"
+        "NodeName=node[1-3] CPUs=4 Gres=gpu:sim:8\n"
+        "PartitionName=grpo Nodes=node[1-3] OverSubscribe=EXCLUSIVE AllowAccounts=a,b AllowQos=normal State=UP\n"
+    )
+    text, dropped = sandbox_fragment(fragment)
+    assert dropped == ["AllowAccounts=a,b", "AllowQos=normal"]
+    assert "PartitionName=grpo Nodes=node[1-3] OverSubscribe=EXCLUSIVE State=UP" in text
+    assert "NodeName=node[1-3] CPUs=4 Gres=gpu:sim:8" in text

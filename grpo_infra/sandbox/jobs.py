@@ -1,0 +1,147 @@
+"""Submit jobs to the sandbox with the plain Slurm commands and read what they did.
+
+Shared by the end-to-end tests, the benchmark and the demo: `sbatch` of the rendered script with
+the probe as entrypoint, job state from `scontrol`, and the probe's `PROBE {json}` lines from the
+job's output file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .cluster import slurm_env
+from .plan import ROOT, SandboxError
+
+# Job states after which a job never runs again (a requeued job passes through PENDING instead).
+FINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
+
+
+def probe_command(checkpoint_dir: Path | str, *, steps: int = 3, step_seconds: float = 0.0) -> str:
+    """The probe as a job entrypoint, run by this interpreter (the one with Ray and grpo_infra)."""
+    return shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "grpo_infra.sandbox.probe",
+            "--checkpoint-dir",
+            str(checkpoint_dir),
+            "--steps",
+            str(steps),
+            "--step-seconds",
+            str(step_seconds),
+        ]
+    )
+
+
+def job_environment(extra: Mapping[str, str] | None = None, *, root: Path = ROOT) -> dict[str, str]:
+    """What a user's shell has after `eval "$(grpo-infra sandbox env)"`, plus `extra` (e.g. GRPO_ENTRYPOINT)."""
+    env = slurm_env(root)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env.update(extra or {})
+    return env
+
+
+def submit(
+    script: Path,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    args: Iterable[str] = (),
+    cwd: Path | None = None,
+    root: Path = ROOT,
+) -> int:
+    """`sbatch` the script as a user would; returns the job id."""
+    proc = subprocess.run(
+        ["sbatch", "--parsable", *args, str(script)],
+        env=job_environment(extra_env, root=root),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SandboxError(f"sbatch refused {script}: {proc.stderr.strip()}")
+    return int(proc.stdout.strip().split(";")[0])
+
+
+def job_info(job_id: int, *, root: Path = ROOT) -> dict[str, str]:
+    """`scontrol show job` as a dict (JobState, NodeList, StdOut, Restarts, ...)."""
+    proc = subprocess.run(
+        ["scontrol", "show", "job", "-o", str(job_id)],
+        env=slurm_env(root),
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+    )
+    fields: dict[str, str] = {}
+    for match in re.finditer(r"(\w+)=(\S*)", proc.stdout):
+        fields.setdefault(match[1], match[2])
+    return fields
+
+
+def job_state(job_id: int, *, root: Path = ROOT) -> str:
+    return job_info(job_id, root=root).get("JobState", "UNKNOWN")
+
+
+def wait_for_state(
+    job_id: int, states: Iterable[str] = FINAL_STATES, *, timeout: float, root: Path = ROOT, poll: float = 0.2
+) -> str:
+    """Poll until the job reaches one of `states`; raises with the last state at the timeout."""
+    wanted = set(states)
+    deadline = time.monotonic() + timeout
+    state = "UNKNOWN"
+    while time.monotonic() < deadline:
+        state = job_state(job_id, root=root)
+        if state in wanted:
+            return state
+        time.sleep(poll)
+    raise SandboxError(f"job {job_id} still {state} after {timeout:.0f}s (waited for {sorted(wanted)})")
+
+
+def output_path(job_id: int, *, root: Path = ROOT) -> Path:
+    return Path(job_info(job_id, root=root)["StdOut"])
+
+
+def output(job_id: int, *, root: Path = ROOT) -> str:
+    """The job's output file (stdout and stderr, as the rendered script writes them)."""
+    info = job_info(job_id, root=root)
+    texts = []
+    for key in ("StdOut", "StdErr"):
+        path = Path(info.get(key, ""))
+        if path.is_file() and (key == "StdOut" or info.get("StdErr") != info.get("StdOut")):
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "".join(texts)
+
+
+def probe_events(text: str) -> list[dict[str, Any]]:
+    """The probe's events in a job's output, in order."""
+    return [json.loads(line[len("PROBE ") :]) for line in text.splitlines() if line.startswith("PROBE ")]
+
+
+def ray_processes(namespaces: Iterable[str], marker: str = "ray") -> dict[str, list[str]]:
+    """Command lines of Ray processes (those mentioning `marker`) per sandbox namespace."""
+    from .cluster import namespace_pids
+
+    found: dict[str, list[str]] = {}
+    for ns in namespaces:
+        for pid in namespace_pids(ns):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd and ("ray" in cmd or "raylet" in cmd or "gcs_server" in cmd):
+                found.setdefault(ns, []).append(cmd.strip())
+    return found

@@ -1,0 +1,63 @@
+"""A node whose Ray never starts: the job ends at the readiness timeout and leaves no Ray behind."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_infra.sandbox import jobs
+from grpo_infra.sandbox.plan import Plan
+
+pytestmark = pytest.mark.sandbox
+
+READY_TIMEOUT_S = 25
+BROKEN_NODE = "node3"
+
+
+def broken_ray(bindir: Path, real_ray: Path) -> None:
+    """A `ray` first on PATH that fails `ray start` on one node (its hostname) and is the real one elsewhere."""
+    bindir.mkdir()
+    shim = bindir / "ray"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$(hostname)" = {BROKEN_NODE} ] && [ "$1" = start ]; then\n'
+        '  echo "ray start made to fail on $(hostname) by the test" >&2; exit 1\n'
+        "fi\n"
+        f'exec {real_ray} "$@"\n'
+    )
+    shim.chmod(0o755)
+
+
+def test_missing_node_fails_at_the_timeout_with_a_clear_message(local_sandbox: Plan, workdir: Path) -> None:
+    broken_ray(workdir / "bin", Path(sys.executable).parent / "ray")
+    env = jobs.job_environment({"GRPO_ENTRYPOINT": "echo training must not start; exit 3"})
+    env["GRPO_RAY_READY_TIMEOUT"] = str(READY_TIMEOUT_S)
+    env["PATH"] = f"{workdir / 'bin'}:{env['PATH']}"
+    job = jobs.submit(local_sandbox.sbatch, extra_env=env, cwd=workdir)
+    started = time.monotonic()
+    state = jobs.wait_for_state(job, timeout=READY_TIMEOUT_S + 90)
+    output = jobs.output(job)
+
+    assert state == "FAILED", output[-3000:]
+    assert time.monotonic() - started < READY_TIMEOUT_S + 60
+    assert "training must not start" not in output
+    barrier = re.search(
+        r"Ray readiness timeout after \d+ s: joined (\d)/3 nodes, (\d+)/24 GPUs; missing: (\S+)", output
+    )
+    assert barrier is not None, output[-3000:]
+    assert int(barrier[1]) < 3
+    assert BROKEN_NODE in barrier[3].split(",")
+    assert f"not every node and GPU joined Ray within {READY_TIMEOUT_S} s" in output
+
+    # No Ray process of this job survives on any node (they all run under the job's temp dir).
+    marker = f"grpo-{job}/"
+    deadline = time.monotonic() + 15
+    left = jobs.ray_processes([n.namespace for n in local_sandbox.nodes], marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = jobs.ray_processes([n.namespace for n in local_sandbox.nodes], marker)
+    assert left == {}
