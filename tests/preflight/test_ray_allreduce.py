@@ -107,3 +107,54 @@ def test_a_gang_larger_than_the_cluster_fails_within_its_timeout(ray_address: st
 def test_bad_options_exit_2_before_touching_ray(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def _nccl_runs(log: str, ranks: int, seconds: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What 16 NCCL ranks on 2 nodes hand back: their timing and their NCCL_DEBUG=INFO file (here one file)."""
+    placement = [
+        {"rank": r, "node_id": f"node{r // 8}", "host": f"roce-n{r // 8 + 1}", "pid": 1000 + r, "node_ip": "10.1.0.1"}
+        for r in range(ranks)
+    ]
+    runs = [
+        {"rank": r, "seconds": seconds, "check": float(ranks), "nccl_log": log if r == 0 else ""} for r in range(ranks)
+    ]
+    return placement, runs
+
+
+@pytest.mark.parametrize(
+    ("log_file", "passed", "reason"),
+    [
+        ("roce_2x8_ok.log", True, None),
+        (
+            "roce_one_rank_socket.log",
+            False,
+            "1 rank(s) fell back to sockets instead of roce: rank 11 (roce-n2 pid 42233)",
+        ),
+    ],
+)
+def test_nccl_ranks_are_judged_by_the_transport_their_log_shows(
+    log_file: str, passed: bool, reason: str | None
+) -> None:
+    """The NCCL side of the gate (no GPUs here): per-rank transports come from NCCL's own INFO lines."""
+    from grpo_infra.preflight.ray_allreduce import GateOptions, _judge_runs
+
+    options = GateOptions(fabric="roce", gpus_per_node=8, nodes=2, backend="nccl", size_mib=1024)
+    # 1 GiB in 5.5 ms: algbw 195.2 GB/s, busbw x 2(15)/16 = 366 GB/s, above 0.8 x 340 GB/s.
+    placement, runs = _nccl_runs((ROOT / "tests/preflight/data" / log_file).read_text(), 16, 5.5e-3)
+    result = _judge_runs(options, placement, runs)
+    assert result.ranks == 16 and result.nodes_seen == 2
+    assert result.busbw_gbps == pytest.approx(2**30 / 5.5e-3 / 1e9 * 30 / 16, abs=0.01)
+    assert result.verdict.passed is passed, result.summary()
+    assert len(result.rank_transports) == 16
+    if reason:
+        assert any(reason in r for r in result.verdict.reasons), result.summary()
+
+
+def test_nccl_ranks_too_slow_for_the_fabric_fail() -> None:
+    from grpo_infra.preflight.ray_allreduce import GateOptions, _judge_runs
+
+    options = GateOptions(fabric="roce", gpus_per_node=8, nodes=2, backend="nccl", size_mib=1024)
+    placement, runs = _nccl_runs((ROOT / "tests/preflight/data/roce_2x8_ok.log").read_text(), 16, 11e-3)
+    result = _judge_runs(options, placement, runs)
+    assert not result.verdict.passed
+    assert "peak busbw 183.02 GB/s is under 0.8 x 340 GB/s = 272 GB/s expected of roce" in result.verdict.reasons
