@@ -7,6 +7,7 @@ field a platform engineer has to change.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..k8s import objects
@@ -34,12 +35,12 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
 
 
 def _shortfall(message: str) -> str:
-    """`cpu 200 > 190` → `cpu 10`: how much the quota is short by, when the message says."""
-    import re
-
-    parts = [
-        f"{r} {float(need) - float(have):g}" for r, need, have in re.findall(r"(\S+) ([\d.e+]+) > ([\d.e+]+)", message)
-    ]
+    """`quota too small (cpu 752 > 376, ...)` → `cpu 376, ...`: the first flavor's shortfall per resource."""
+    first = message.split("; flavor ")[0]
+    parts = []
+    for resource, need, have in re.findall(r"([A-Za-z0-9./-]+) ([\d.e+]+) > ([\d.e+]+)", first):
+        short = float(need) - float(have)
+        parts.append(f"{resource} {short / 2**30:.0f}Gi" if resource == "memory" else f"{resource} {short:g}")
     return ", ".join(parts)
 
 
