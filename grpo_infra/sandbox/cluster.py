@@ -383,22 +383,27 @@ def _kill_namespace(namespace: str) -> list[int]:
     return pids
 
 
-def _kill_pidfile(pidfile: Path, root: Path) -> None:
-    """Kill the process a pid file names, only if its command line mentions the sandbox root."""
+def _pid_of(pidfile: Path, root: Path) -> int | None:
+    """The pid a pid file names, only if that process's command line mentions the sandbox root."""
     try:
         pid = int(pidfile.read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (OSError, ValueError):
-        return
-    if str(root) not in cmdline:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        return None
+    return pid if str(root) in cmdline else None
+
+
+def _stop(pids: list[int], grace: float = 3) -> None:
+    """TERM all at once, then KILL whatever is left after the grace period."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def down(root: Path = ROOT) -> list[str]:
@@ -407,19 +412,16 @@ def down(root: Path = ROOT) -> list[str]:
     created: list[str] = []
     with contextlib.suppress(SandboxError, ValueError, TypeError):
         created = list(load_state(root).get("created_outside_root", []))  # type: ignore[call-overload]
-    for pidfile in [
-        root / "ctl" / "slurmctld.pid",
-        *sorted(root.glob("nodes/*/slurmd.pid")),
-    ]:
-        if pidfile.exists():
-            _kill_pidfile(pidfile, root)
-            done.append(f"stopped {pidfile.stem}")
+    daemons = {f: _pid_of(f, root) for f in [root / "ctl" / "slurmctld.pid", *sorted(root.glob("nodes/*/slurmd.pid"))]}
+    _stop([pid for pid in daemons.values() if pid is not None])
+    done += [f"stopped {f.parent.name}/{f.stem}" for f, pid in daemons.items() if pid is not None]
     for ns in namespaces():
         killed = _kill_namespace(ns)
         _run(["ip", "netns", "del", ns], check=False)
         done.append(f"deleted namespace {ns} ({len(killed)} processes killed)")
-    if (root / "munge" / "munged.pid").exists():
-        _kill_pidfile(root / "munge" / "munged.pid", root)
+    munged = _pid_of(root / "munge" / "munged.pid", root)
+    if munged is not None:
+        _stop([munged])
         done.append("stopped munged")
     for line in _run(["ip", "-o", "link", "show"], check=False).splitlines():
         parts = line.split(":")
