@@ -154,9 +154,3 @@ class Slurm(SpecModel):
             if unknown:
                 raise ValueError(f"switch {switch.name} lists {unknown[0]}, which is not another switch")
         return self
-
-    @model_validator(mode="after")
-    def _fits_partition(self) -> Slurm:
-        if time_limit_minutes(self.time_limit) > time_limit_minutes(self.max_time):
-            raise ValueError(f"`timeLimit` {self.time_limit} is longer than the partition's `maxTime` {self.max_time}")
-        return self
