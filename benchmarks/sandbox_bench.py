@@ -61,7 +61,7 @@ def one_run(nodes: int) -> tuple[float, float]:
                 raise RuntimeError(f"job {job} ended {state}:\n{jobs.output(job)[-2000:]}")
             launched, ended = (float(x) for x in marks.read_text().split())
             log = plan.ctl_dir / "slurmctld.log"
-            started = ctl_time(log, rf"Started JobId={job}\b")
+            started = ctl_time(log, rf"(Allocate|Started) JobId={job}\b")
             done = ctl_time(log, rf"_job_complete: JobId={job} done")
             return launched - started, done - ended
     finally:
