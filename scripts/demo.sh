@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set up, list the stacks, synthesize every one of them, and summarize the output.
+# The main job: set up; list, check and synthesize every stack; then run the local-slurm stack for real
+# on a 3-node Slurm sandbox on this machine (needs root) and show the gang across the nodes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,6 +8,13 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 grpo-infra stacks
 for stack in $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p'); do
+  grpo-infra check "$stack"
   grpo-infra synth "$stack" --out build
 done
-echo "Rendered output is in build/<stack>/; review it, or compare with: grpo-infra diff <stack>"
+echo "Rendered output is in build/<stack>/; compare a change with: grpo-infra diff <stack>"
+
+if [ "$(id -u)" -eq 0 ]; then
+  bash scripts/sandbox-demo.sh
+else
+  echo "Not root: skipping the local Slurm sandbox run (scripts/sandbox-demo.sh needs root)." >&2
+fi

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: set up, lint, then every test (unit, Pulumi mocks, schemas, Slurm sandbox).
+# The whole test suite: set up, lint, then every test (unit, schemas, Pulumi mocks, verl's config,
+# real Ray, and the real Slurm sandbox when run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" -eq 0 ]; then
+  bash scripts/install-system-deps.sh
+fi
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
