@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from grpo_infra import synth
+from grpo_infra.check import violations
 from grpo_infra.spec import ENVIRONMENT_KEY, environment_from_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,8 +26,9 @@ def _config(stack: str) -> dict:
     return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
 
 
-def _slurm_config(nodes: int, pools: int) -> dict:
-    config = copy.deepcopy(_config("onprem-slurm"))
+def _scaled_config(stack: str, host_prefix: str, nodes: int, pools: int, max_job_nodes: int) -> dict:
+    """The stack with `pools` copies of its pool, `nodes` hosts in all, the job on the first pool."""
+    config = copy.deepcopy(_config(stack))
     env = config[ENVIRONMENT_KEY]
     template = env["pools"][0]
     per_pool = nodes // pools
@@ -34,27 +36,24 @@ def _slurm_config(nodes: int, pools: int) -> dict:
     for p in range(pools):
         pool = copy.deepcopy(template)
         pool["name"] = f"h100-{p}"
-        pool["hosts"] = f"gpu{p}-[0001-{per_pool:04d}]"
+        pool["hosts"] = f"{host_prefix}{p}-[0001-{per_pool:04d}]"
         env["pools"].append(pool)
     env["job"]["pool"] = "h100-0"
-    env["job"]["nodes"] = per_pool
+    env["job"]["nodes"] = min(per_pool, max_job_nodes)
+    env["tenants"] = [{**env["tenants"][0], "gpuQuota": per_pool * template["gpu"]["perNode"]}]
+    env["job"]["tenant"] = env["tenants"][0]["name"]
+    if "slurm" in env:
+        env["slurm"].pop("switches", None)  # the shipped tree names the shipped hosts
     return config
+
+
+def _slurm_config(nodes: int, pools: int) -> dict:
+    return _scaled_config("onprem-slurm", "gpu", nodes, pools, max_job_nodes=8)
 
 
 def _k8s_config(nodes: int, pools: int) -> dict:
-    config = copy.deepcopy(_config("onprem-k8s"))
-    env = config[ENVIRONMENT_KEY]
-    template = env["pools"][0]
-    per_pool = nodes // pools
-    env["pools"] = []
-    for p in range(pools):
-        pool = copy.deepcopy(template)
-        pool["name"] = f"h100-{p}"
-        pool["hosts"] = f"dc1-gpu{p}-[0001-{per_pool:04d}]"
-        env["pools"].append(pool)
-    env["job"]["pool"] = "h100-0"
-    env["job"]["nodes"] = min(per_pool, 16)
-    return config
+    # The job keeps its size; what grows is the cluster (pools, hosts, quotas).
+    return _scaled_config("onprem-k8s", "dc1-gpu", nodes, pools, max_job_nodes=16)
 
 
 def _secret_keys(config: dict) -> set[str]:
@@ -62,12 +61,14 @@ def _secret_keys(config: dict) -> set[str]:
 
 
 def measure(config: dict, repeats: int = 5) -> tuple[float, int, int]:
-    """Median seconds for validate + render, total bytes, slurm.conf lines."""
+    """Median seconds for what `synth` does (validate, check, render), total bytes, slurm.conf lines."""
     times = []
     files: dict[str, str] = {}
     for _ in range(repeats):
         start = time.perf_counter()
         env = environment_from_config(config, _secret_keys(config), "bench")
+        if violations(env):
+            raise SystemExit("the generated stack is infeasible")
         files = synth.render(env)
         times.append(time.perf_counter() - start)
     size = sum(len(t.encode()) for t in files.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import hostlist
 from pydantic import Field, model_validator
 
 from .base import SpecModel
@@ -63,6 +64,24 @@ class Environment(SpecModel):
             hosts = [h for p in self.pools for h in p.host_names]
             if len(hosts) != len(set(hosts)):
                 raise ValueError("a host belongs to two pools")
+        return self
+
+    @model_validator(mode="after")
+    def _switches_name_known_hosts(self) -> Environment:
+        """topology.conf may only name the pools' hosts."""
+        if self.slurm is None or not self.slurm.switches:
+            return self
+        hosts = {h for p in self.pools for h in p.host_names}
+        for i, switch in enumerate(self.slurm.switches):
+            where = f"slurm.switches[{i}] ({switch.name})"
+            if switch.nodes is not None:
+                try:
+                    cabled = hostlist.expand_hostlist(switch.nodes)
+                except hostlist.BadHostlist as exc:
+                    raise ValueError(f"{where}: `nodes` is not a Slurm hostlist ({exc})") from None
+                stray = [h for h in cabled if h not in hosts]
+                if stray:
+                    raise ValueError(f"{where}: {stray[0]} is not a host of any pool")
         return self
 
     @model_validator(mode="after")
