@@ -222,9 +222,7 @@ class NcclTestsReport:
     def peak_for(self, collective: str) -> float | None:
         """Peak out-of-place busbw among runs of one collective."""
         values = [
-            run.peak_busbw_gbps
-            for run in self.runs
-            if run.collective == collective and run.peak_busbw_gbps is not None
+            run.peak_busbw_gbps for run in self.runs if run.collective == collective and run.peak_busbw_gbps is not None
         ]
         return max(values) if values else None
 
@@ -561,8 +559,7 @@ def _check_wrong(
     limit = _ERROR_LIMITS.get(dtype, 0.0)
     if abs(wrong) > limit:
         run.problems.append(
-            f"line {number}: {size} B {where}: error {text} exceeds the {dtype} limit {limit:g} "
-            "(wrong results)"
+            f"line {number}: {size} B {where}: error {text} exceeds the {dtype} limit {limit:g} (wrong results)"
         )
 
 
@@ -590,8 +587,7 @@ def _infer_collective(run: NcclTestsRun) -> None:
     # No reduction and no root: all-gather or all-to-all. Both print size = n x count x width and
     # share the (n-1)/n factor, so the busbw check still holds; only the name stays unknown.
     run.notes.append(
-        "collective not named in the output: the columns fit all_gather or alltoall "
-        "(both use the (n-1)/n busbw factor)"
+        "collective not named in the output: the columns fit all_gather or alltoall (both use the (n-1)/n busbw factor)"
     )
     run.collective_source = "columns:all_gather|alltoall"
 

@@ -127,8 +127,8 @@ def judge(
     if hosts_seen is not None and hosts_seen != nodes:
         reasons.append(f"the test ran on {hosts_seen} host(s) but the pool has {nodes} node(s)")
 
-    expected = expected_busbw_gbps if expected_busbw_gbps is not None else default_expected_busbw(
-        fabric, gpus_per_node, nodes
+    expected = (
+        expected_busbw_gbps if expected_busbw_gbps is not None else default_expected_busbw(fabric, gpus_per_node, nodes)
     )
     threshold = round(expected * fraction, 2) if expected is not None else None
     if peak_busbw_gbps is None:

@@ -20,8 +20,18 @@ def test_parse_json_has_one_object_per_file() -> None:
     assert result.exit_code == 0, result.output
     table, log = json.loads(result.output)
     assert table["kind"] == "nccl-tests" and log["kind"] == "nccl-log"
-    for key in ("file", "collective", "ranks", "hosts", "rows", "avg_busbw_gbps", "peak_busbw_gbps",
-                "transport", "gpudirect_rdma", "problems"):
+    for key in (
+        "file",
+        "collective",
+        "ranks",
+        "hosts",
+        "rows",
+        "avg_busbw_gbps",
+        "peak_busbw_gbps",
+        "transport",
+        "gpudirect_rdma",
+        "problems",
+    ):
         assert key in table and key in log
     assert table["collective"] == "all_reduce" and table["transport"] == "infiniband"
     assert table["rows"][-1]["out_of_place"]["busbw_gbps"] > 300
@@ -45,8 +55,16 @@ def test_unreadable_file_exits_2_with_one_line() -> None:
 def test_verdict_exit_codes() -> None:
     ok = runner.invoke(
         app,
-        ["verdict", str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"), "--fabric", "infiniband",
-         "--gpus-per-node", "8", "--nodes", "2"],
+        [
+            "verdict",
+            str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"),
+            "--fabric",
+            "infiniband",
+            "--gpus-per-node",
+            "8",
+            "--nodes",
+            "2",
+        ],
     )
     assert ok.exit_code == 0 and "PASS" in ok.output
     bad = runner.invoke(
@@ -56,8 +74,21 @@ def test_verdict_exit_codes() -> None:
     assert bad.exit_code == 1 and "FAIL" in bad.output
     slow = runner.invoke(
         app,
-        ["verdict", str(DATA / "efa_p5_2x8_all_reduce_mpirun.txt"), "--fabric", "efa", "--gpus-per-node", "8",
-         "--nodes", "2", "--expected-busbw", "450", "--fraction", "0.9", "--json"],
+        [
+            "verdict",
+            str(DATA / "efa_p5_2x8_all_reduce_mpirun.txt"),
+            "--fabric",
+            "efa",
+            "--gpus-per-node",
+            "8",
+            "--nodes",
+            "2",
+            "--expected-busbw",
+            "450",
+            "--fraction",
+            "0.9",
+            "--json",
+        ],
     )
     assert slow.exit_code == 1
     assert json.loads(slow.output)["threshold_gbps"] == 405.0
