@@ -1,8 +1,10 @@
 """The pinned CRDs: found next to the project, or fetched from the upstream tags and checked by sha256.
 
-`../shared/crds/` (beside the project directory) holds byte-identical copies of the upstream files.
-In a clone without it, the same files are downloaded from the release tags' raw URLs into a cache and
-accepted only if their sha256 matches `crds.sha256`, which lives in the project.
+`../shared/crds/` (beside the project directory, or the folder named by `GRPO_INFRA_CRDS`) holds
+byte-identical copies of the upstream files. In a clone without it, and only when
+`GRPO_INFRA_FETCH_CRDS=1` allows network access, the same files are downloaded from the release tags'
+raw URLs into a cache and accepted only if their sha256 matches `crds.sha256`, which lives in the
+project. Nothing is fetched unless asked.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 import yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
-SHARED = PROJECT.parent / "shared" / "crds"
+SHARED = Path(os.environ.get("GRPO_INFRA_CRDS") or PROJECT.parent / "shared" / "crds")
+FETCH = os.environ.get("GRPO_INFRA_FETCH_CRDS") == "1"
 MANIFEST = Path(__file__).with_name("crds.sha256")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grpo-infra" / "crds"
 
@@ -53,6 +56,11 @@ def crd_path(rel: str) -> Path:
         return cached
     folder, name = rel.split("/")
     url = UPSTREAM[folder] + name
+    if not FETCH:
+        raise CrdUnavailable(
+            f"{rel}: not in {SHARED}; point GRPO_INFRA_CRDS at a folder holding the pinned CRDs, or set "
+            f"GRPO_INFRA_FETCH_CRDS=1 to download them from {UPSTREAM[folder]} (checked against {MANIFEST.name})"
+        )
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             body = response.read()

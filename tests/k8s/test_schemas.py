@@ -133,6 +133,11 @@ def test_without_the_shared_folder_a_download_is_checked_against_the_sum(
     monkeypatch.setattr(crds, "SHARED", tmp_path / "absent")
     monkeypatch.setattr(crds, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(crds.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(crds, "FETCH", False)
+    with pytest.raises(crds.CrdUnavailable, match="GRPO_INFRA_FETCH_CRDS=1"):
+        crds.crd_path(rel)
+    assert asked == [], "nothing is fetched unless asked"
+    monkeypatch.setattr(crds, "FETCH", True)
     assert crds.crd_path(rel).read_bytes() == real
     assert asked == [
         "https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.19.2/config/components/crd/bases/"
