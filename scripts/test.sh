@@ -8,6 +8,8 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
+# Nothing in the suite reports usage anywhere.
+export RAY_USAGE_STATS_ENABLED=0
 
 ruff check .
 ruff format --check .

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from grpo_infra.spec import list_stacks
+
+# Tests talk to nothing outside this machine: Ray's usage reporting stays off in every Ray they start.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_STACKS = list_stacks(ROOT)
