@@ -14,6 +14,9 @@ from pathlib import Path
 
 from .. import verl
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
+from ..preflight.gate import MODULE as GATE_MODULE
+from ..preflight.gate import GateSettings, gate_settings
+from ..preflight.ray_allreduce import WARMUP_ITERATIONS
 from ..spec import Environment
 from ..spec.slurm import Container
 from .conf import gres_request
@@ -27,6 +30,12 @@ DEFAULT_READY_TIMEOUT_S = 300
 NNODES_VAR = "SLURM_JOB_NUM_NODES"
 GPUS_PER_NODE_VAR = "gpus_per_node"
 READY_PROGRAM = Path(__file__).with_name("ray_ready.py")
+# The fabric verdict on nccl-tests output; the job's Python must import grpo_infra (docs/slurm.md).
+VERDICT_COMMAND = ("python3", "-m", "grpo_infra.cli", "nccl", "verdict")
+# Options of the in-job gate that `grpo-infra nccl verdict` takes too, with the same meaning.
+VERDICT_OPTIONS = frozenset({"--fabric", "--gpus-per-node", "--nodes", "--expected-busbw", "--fraction"})
+# Gate options whose value is the allocation's shape at run time, as for verl's overrides.
+ALLOCATION_OPTIONS = {"--nodes": f'"${NNODES_VAR}"', "--gpus-per-node": f'"${GPUS_PER_NODE_VAR}"'}
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,56 @@ def verl_words(env: Environment) -> list[str]:
     for (key, _), arg in zip(verl.overrides(env), verl.override_args(verl.overrides(env)), strict=True):
         words.append(f"{key}={allocation[key]}" if key in allocation else shlex.quote(arg))
     return words
+
+
+def gate_words(settings: GateSettings, options: frozenset[str] | None = None) -> list[str]:
+    """`gate_settings(env).argv()` as shell words (only `options` when given), the gang's shape from the allocation."""
+    argv = settings.argv()
+    words: list[str] = []
+    for option, value in zip(argv[::2], argv[1::2], strict=True):
+        if options is None or option in options:
+            words += [option, ALLOCATION_OPTIONS.get(option) or shlex.quote(value)]
+    return words
+
+
+@dataclass(frozen=True)
+class FabricGate:
+    """The fabric gate as the sbatch runs it: nccl-tests before Ray (nccl) or the Ray program after the barrier (gloo)."""
+
+    enabled: bool
+    backend: str
+    log_name: str
+    timeout_seconds: int
+    size_mib: int
+    iterations: int
+    mpi: str
+    all_reduce_perf: list[str]
+    """nccl-tests argv: one size (`sizeMib`), `iterations` timed runs, one GPU per process (-g 1)."""
+    verdict: list[str]
+    """`grpo-infra nccl verdict` on the nccl-tests output read from stdin."""
+    ray_program: list[str]
+    """`python3 -m grpo_infra.preflight.ray_allreduce <gate_settings(env).argv()>`."""
+
+
+def fabric_gate(env: Environment) -> FabricGate:
+    """Every value of the gate comes from `gate_settings(env)`, the one derivation both targets use."""
+    settings = gate_settings(env)
+    spec = env.job.preflight.nccl
+    size = f"{settings.size_mib}M"
+    perf = [shlex.quote(spec.all_reduce_perf), "-b", size, "-e", size, "-g", "1"]
+    perf += ["-w", str(WARMUP_ITERATIONS), "-n", str(settings.iterations)]
+    return FabricGate(
+        enabled=settings.enabled,
+        backend=settings.backend,
+        log_name="all_reduce_perf" if settings.backend == "nccl" else "ray_allreduce",
+        timeout_seconds=settings.timeout_seconds,
+        size_mib=settings.size_mib,
+        iterations=settings.iterations,
+        mpi=spec.mpi,
+        all_reduce_perf=perf,
+        verdict=[*VERDICT_COMMAND, "/dev/stdin", *gate_words(settings, VERDICT_OPTIONS)],
+        ray_program=["python3", "-m", GATE_MODULE, *gate_words(settings)],
+    )
 
 
 def job_environment(env: Environment) -> dict[str, str]:
@@ -137,4 +196,6 @@ def sbatch(env: Environment) -> str:
         resume=job.checkpoint.resume,
         verl_words=verl_words(env),
         container=container_args(slurm.container),
+        gate=fabric_gate(env),
+        ray_auth=slurm.ray_auth,
     )

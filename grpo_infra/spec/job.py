@@ -122,6 +122,16 @@ class NcclGate(SpecModel):
     timeout_seconds: Annotated[int, Field(ge=10, le=3600)] = Field(
         default=300, description="Bound on the whole gate, placement included: it never hangs the job."
     )
+    all_reduce_perf: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./+-]+$")] = Field(
+        default="all_reduce_perf",
+        description="Slurm, backend nccl: the nccl-tests all_reduce_perf binary (MPI build), a path or a "
+        "name on the job's PATH (in the image under pyxis/Apptainer).",
+    )
+    mpi: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")] = Field(
+        default="pmix",
+        description="Slurm, backend nccl: srun's --mpi plugin that wires up all_reduce_perf's ranks "
+        "(pmix, pmix_v4, pmi2; `srun --mpi=list`).",
+    )
 
 
 class Preflight(SpecModel):

@@ -126,6 +126,12 @@ class Slurm(SpecModel):
         description="Network interface whose address Ray and NCCL bind to."
     )
     ray_ports: PortRange
+    ray_auth: Literal["token", "disabled"] = Field(
+        default="token",
+        description="`token`: every job run makes a fresh random Ray token (RAY_AUTH_MODE=token), so only its own "
+        "processes reach its GCS and raylets, which listen on every interface; `disabled`: anyone who reaches "
+        "the port block can use the job's Ray.",
+    )
     deploy: SlurmDeploy | None = Field(default=None, description="Where `pulumi up` places the rendered files.")
     switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
 

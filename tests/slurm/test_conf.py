@@ -131,9 +131,11 @@ def test_topology_only_when_switches_are_described() -> None:
 
 
 def test_switch_with_unknown_node_is_refused() -> None:
-    env = variant("local-slurm", lambda d: d["slurm"].update(switches=[{"name": "leaf", "nodes": "node[3-4]"}]))
+    # The spec refuses it as soon as the stack loads, before any file is rendered.
     with pytest.raises(ValueError, match="node4 is not a host of any pool"):
-        topology_conf(env)
+        topology_conf(
+            variant("local-slurm", lambda d: d["slurm"].update(switches=[{"name": "leaf", "nodes": "node[3-4]"}]))
+        )
 
 
 @pytest.mark.parametrize(

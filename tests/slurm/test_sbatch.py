@@ -40,6 +40,11 @@ VARIANTS: dict[str, Environment] = {
     "local-apptainer": variant("local-slurm", _runtime("apptainer", "/images/verl.sif", ["/data", "/ckpt:/ckpt"])),
     "onprem-none": variant("onprem-slurm", _runtime("none")),
     "local-shared": variant("local-slurm", lambda d: d["slurm"].update(oversubscribe="yes")),
+    "onprem-apptainer": variant("onprem-slurm", _runtime("apptainer", "/images/verl.sif", ["/lustre:/lustre"])),
+    "local-no-gate-no-auth": variant(
+        "local-slurm",
+        lambda d: (d["slurm"].update(rayAuth="disabled"), d["job"]["preflight"]["nccl"].update(enabled=False)),
+    ),
 }
 
 
