@@ -17,7 +17,8 @@ from pulumi_kubernetes import _utilities as k8s_utilities
 
 from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
-from grpo_infra.k8s.rayjob import dashboard_command
+from grpo_infra.k8s.gate import gate_config_map
+from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
 from grpo_infra.spec import PROJECT, Environment
 
 PREFIX = "grpo-infra:k8s"
@@ -44,6 +45,8 @@ def register_object(obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi
         )
     if kind == "NetworkPolicy":
         return k8s.networking.v1.NetworkPolicy(name, metadata=meta, spec=obj["spec"], opts=opts)
+    if kind == "ConfigMap":
+        return k8s.core.v1.ConfigMap(name, metadata=meta, data=obj["data"], opts=opts)
     return RenderedCustomResource(name, obj, opts)
 
 
@@ -194,14 +197,15 @@ class GangQueues(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class GrpoRayJobArgs:
-    """The RayJob and the NetworkPolicy fencing its Ray pods."""
+    """The RayJob, the NetworkPolicy fencing its Ray pods, and the fabric gate's code (None when off)."""
 
     ray_job: dict[str, Any]
     network_policy: dict[str, Any]
+    gate_code: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, env: Environment) -> GrpoRayJobArgs:
-        return cls(render.ray_job(env), ray_network_policy(env))
+        return cls(render.ray_job(env), ray_network_policy(env), gate_config_map(env))
 
 
 class GrpoRayJob(pulumi.ComponentResource):
@@ -210,14 +214,20 @@ class GrpoRayJob(pulumi.ComponentResource):
     def __init__(self, name: str, args: GrpoRayJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{PREFIX}:GrpoRayJob", name, None, opts)
         self.network_policy = register_object(args.network_policy, _child(self, opts))
+        # The head pod mounts the gate's code: the ConfigMap exists before the RayJob and outlives it.
+        self.gate_code = register_object(args.gate_code, _child(self, opts)) if args.gate_code else None
+        after = [self.network_policy, *([self.gate_code] if self.gate_code is not None else [])]
         self.ray_job = register_object(
             args.ray_job,
             pulumi.ResourceOptions.merge(
-                _child(self, opts, self.network_policy), pulumi.ResourceOptions(ignore_changes=["spec.suspend"])
+                _child(self, opts, *after), pulumi.ResourceOptions(ignore_changes=["spec.suspend"])
             ),
         )
         meta = args.ray_job["metadata"]
-        self.register_outputs({"name": meta["name"], "namespace": meta["namespace"]})
+        outputs = {"name": meta["name"], "namespace": meta["namespace"]}
+        if args.gate_code is not None:
+            outputs["gateCode"] = args.gate_code["metadata"]["name"]
+        self.register_outputs(outputs)
 
 
 def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
@@ -241,3 +251,6 @@ def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> No
     pulumi.export("clusterQueues", [render.queues.cluster_queue_name(t) for t in env.tenants])
     pulumi.export("rayJob", job.ray_job.metadata.apply(lambda m: f"{m['namespace']}/{m['name']}"))
     pulumi.export("dashboard", dashboard_command(env))
+    token = dashboard_token_command(env)
+    if token is not None:
+        pulumi.export("dashboardToken", token)

@@ -11,12 +11,14 @@ from typing import Any
 from ..manifests import dump_yaml, object_filename
 from ..spec import Environment
 from .access import ray_network_policy, secret_references, tenant_access
+from .gate import gate_config_map
 from .namespaces import tenant_namespaces
 from .operators import helm_releases
 from .queues import queue_objects
 from .rayjob import ray_job
 
 __all__ = [
+    "gate_config_map",
     "helm_releases",
     "objects",
     "queue_objects",
@@ -30,11 +32,13 @@ __all__ = [
 
 def objects(env: Environment) -> list[dict[str, Any]]:
     """Every Kubernetes object the stack applies, in apply order (Secrets excepted: Pulumi makes those)."""
+    gate_code = gate_config_map(env)
     return [
         *tenant_namespaces(env),
         *tenant_access(env),
         *queue_objects(env),
         ray_network_policy(env),
+        *([gate_code] if gate_code is not None else []),
         ray_job(env),
     ]
 

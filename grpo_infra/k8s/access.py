@@ -89,6 +89,9 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
                     },
                     # The dashboard is reached through `kubectl port-forward`, never a public address.
                     {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+                    # Reading the Ray token KubeRay generates per RayCluster (named after it). `get` by name
+                    # only, no list: and creating RayJobs already lets this account mount any Secret here.
+                    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
                     {
                         "apiGroups": ["kueue.x-k8s.io"],
                         "resources": ["workloads", "localqueues"],

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import verl
 from ..spec import Environment
 from .access import JOB_LABEL, secret_references
 from .fabric import nccl_env
+from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
 from .namespaces import MANAGED_BY
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
@@ -44,7 +44,8 @@ def ray_job(env: Environment) -> dict[str, Any]:
         labels["ray.io/scheduler-name"] = "volcano"
         labels["volcano.sh/queue-name"] = tenant.queue
     spec: dict[str, Any] = {
-        "entrypoint": verl.shell_command(env),
+        # The fabric gate, then verl (`grpo_infra.k8s.gate`); verl alone when the stack switched the gate off.
+        "entrypoint": entrypoint(env),
         "submissionMode": "K8sJobMode",
         # Kueue unsuspends the job when the whole gang fits; Volcano gangs the pods itself.
         "suspend": uses_kueue(env),
@@ -56,6 +57,9 @@ def ray_job(env: Environment) -> dict[str, Any]:
     spec["backoffLimit"] = settings.backoff_limit
     spec["submitterPodTemplate"] = _submitter_template(env)
     spec["rayClusterSpec"] = {
+        # KubeRay reads the image's Ray release (token authentication needs >= 2.52.0).
+        "rayVersion": settings.ray_version,
+        **ray_auth_options(env),
         "enableInTreeAutoscaling": False,
         "headGroupSpec": _head_group(env),
         "workerGroupSpecs": [_worker_group(env)],
@@ -78,6 +82,11 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
         "volumeMounts": _mounts(env),
     }
+    pod = _pod_spec(env, container, head_memory_mi(env))
+    if gate_enabled(env):
+        # The gate runs in the entrypoint, on the head: only the head needs its code.
+        container["volumeMounts"].append(gate_mount())
+        pod["volumes"].append(gate_volume(env))
     return {
         # Reached inside the cluster only; people use `kubectl port-forward` (see dashboard_command).
         "serviceType": "ClusterIP",
@@ -86,7 +95,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "rayStartParams": {"dashboard-host": "0.0.0.0"},
         "template": {
             "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
-            "spec": _pod_spec(env, container, head_memory_mi(env)),
+            "spec": pod,
         },
     }
 
@@ -189,10 +198,37 @@ def checkpoint_source(env: Environment) -> dict[str, Any]:
     return {"hostPath": {"path": volume.host_path, "type": "Directory"}}
 
 
+def ray_auth_options(env: Environment) -> dict[str, Any]:
+    """`authOptions` of the Ray cluster: token authentication unless the stack disabled it.
+
+    With `mode: token` and no `secretName`, KubeRay (>= 1.5.1) generates a Secret named after the
+    RayCluster (key `auth_token`), owned by it, and sets `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` on every Ray
+    container and on the K8sJobMode submitter; its own dashboard client sends the token too. No token
+    is ever rendered here. (`enableK8sTokenAuth` is rejected for RayJobs by KubeRay: not used.)
+    """
+    assert env.kubernetes is not None
+    return {"authOptions": {"mode": env.kubernetes.ray_job.ray_auth}}
+
+
+def _head_pod(env: Environment) -> str:
+    return f"$(kubectl -n {env.job.tenant} get pod -l {JOB_LABEL}={env.job.name},ray.io/node-type=head -o name)"
+
+
 def dashboard_command(env: Environment) -> str:
     """How a person reaches the Ray dashboard: through the API server, to their own loopback."""
+    return f"kubectl -n {env.job.tenant} port-forward {_head_pod(env)} {DASHBOARD_PORT}:{DASHBOARD_PORT}"
+
+
+def dashboard_token_command(env: Environment) -> str | None:
+    """How a person reads the Ray token KubeRay generated for the job's current RayCluster (None when
+    `rayAuth: disabled`). The Secret is named after the RayCluster, whose name KubeRay generates and
+    records in the RayJob's status; it is deleted with the cluster."""
+    assert env.kubernetes is not None
+    if env.kubernetes.ray_job.ray_auth != "token":
+        return None
+    ns, name = env.job.tenant, env.job.name
     return (
-        f"kubectl -n {env.job.tenant} port-forward "
-        f"$(kubectl -n {env.job.tenant} get pod -l {JOB_LABEL}={env.job.name},ray.io/node-type=head -o name) "
-        f"{DASHBOARD_PORT}:{DASHBOARD_PORT}"
+        f"kubectl -n {ns} get secret "
+        f"$(kubectl -n {ns} get rayjob {name} -o jsonpath='{{.status.rayClusterName}}') "
+        "-o jsonpath='{.data.auth_token}' | base64 -d"
     )

@@ -36,6 +36,12 @@ class Topology(SpecModel):
         return levels
 
 
+# The Ray release this project pins and tests against (`ray[default]==2.60.0` in pyproject.toml).
+RAY_VERSION = "2.60.0"
+# KubeRay (>= 1.5.1) rejects `authOptions.mode: token` when `rayVersion` is older: Ray's token
+# authentication first shipped in 2.52.0.
+TOKEN_AUTH_MIN_RAY = "2.52.0"
+
 PriorityName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 
 
@@ -58,6 +64,29 @@ class RayJobSettings(SpecModel):
     backoff_limit: Annotated[int, Field(ge=0, le=10)] = Field(
         default=1, description="New Ray clusters KubeRay may start after a failure (training resumes from checkpoint)."
     )
+    ray_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = Field(
+        default=RAY_VERSION,
+        description="The Ray release inside `job.image` (`rayClusterSpec.rayVersion`); KubeRay accepts "
+        f"`rayAuth: token` only from {TOKEN_AUTH_MIN_RAY}.",
+    )
+    ray_auth: Literal["token", "disabled"] = Field(
+        default="token",
+        description="`token`: KubeRay generates a Secret and every Ray pod and the submitter authenticate with it "
+        "(dashboard, job API and GCS require it); `disabled`: anyone who reaches the pods can submit code.",
+    )
+
+    @model_validator(mode="after")
+    def _token_auth_needs_ray(self) -> RayJobSettings:
+        if self.ray_auth == "token" and _release(self.ray_version) < _release(TOKEN_AUTH_MIN_RAY):
+            raise ValueError(
+                f"rayAuth: token needs Ray >= {TOKEN_AUTH_MIN_RAY} in the image, but rayVersion is "
+                f"{self.ray_version}; use a newer image (and set rayVersion to its Ray) or set rayAuth: disabled"
+            )
+        return self
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def _default_priority_classes() -> dict[str, int]:

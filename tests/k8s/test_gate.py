@@ -1,0 +1,261 @@
+"""The fabric gate in the RayJob: its code shipped as a ConfigMap, mounted on the head, run before verl."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grpo_infra import verl
+from grpo_infra.k8s import objects, ray_job
+from grpo_infra.k8s.gate import (
+    CONFIG_MAP_LIMIT_BYTES,
+    GATE_MOUNT,
+    GATE_VOLUME,
+    PYTHONPATH_PREFIX,
+    gate_config_map,
+    gate_files,
+)
+from grpo_infra.preflight.gate import MODULE, gate_settings
+from grpo_infra.pulumi_graph import Graph, record
+from grpo_infra.spec import Environment
+from grpo_infra.validate import validate_objects
+from tests.conftest import ROOT
+
+from .conftest import K8S_STACKS, by_kind, env_of, variant
+
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+RAYJOB = "kubernetes:ray.io/v1:RayJob"
+
+
+def _gate_off(raw: dict[str, Any]) -> None:
+    raw["job"].setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
+
+
+def _head(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+
+
+def _workers(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return [g["template"]["spec"] for g in job["spec"]["rayClusterSpec"]["workerGroupSpecs"]]
+
+
+def _script(env: Environment) -> str:
+    argv = shlex.split(ray_job(env)["spec"]["entrypoint"])
+    assert argv[:2] == ["sh", "-c"] and len(argv) == 3, argv
+    return argv[2]
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_the_gate_code_ships_as_a_configmap_in_the_tenant_namespace(stack: str) -> None:
+    env = env_of(stack)
+    maps = by_kind(objects(env), "ConfigMap")
+    assert len(maps) == 1
+    code = maps[0]
+    assert code["metadata"]["namespace"] == env.job.tenant
+    assert code["metadata"]["name"].startswith(env.job.name)
+    assert code["metadata"]["labels"]["grpo-infra/job"] == env.job.name
+    assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", key) for key in code["data"]), sorted(code["data"])
+    installed = Path(__import__("grpo_infra.preflight").preflight.__file__).parent
+    modules = {f"grpo_infra/preflight/{p.name}" for p in installed.glob("*.py")}
+    assert set(gate_files()) == modules | {"grpo_infra/__init__.py"}
+    assert gate_files()["grpo_infra/__init__.py"] == ""
+    assert gate_files()["grpo_infra/preflight/ray_allreduce.py"] == (installed / "ray_allreduce.py").read_text()
+    # The ConfigMap objects are ordered before the RayJob that mounts them.
+    kinds = [o["kind"] for o in objects(env)]
+    assert kinds.index("ConfigMap") < kinds.index("RayJob")
+
+
+def test_the_configmap_stays_under_one_mebibyte_and_renders_identically() -> None:
+    env = env_of("eks-prod")
+    code = gate_config_map(env)
+    assert code is not None
+    size = len(json.dumps(code).encode()), len(yaml.safe_dump(code).encode())
+    assert max(size) < CONFIG_MAP_LIMIT_BYTES, size
+    assert yaml.safe_dump(code) == yaml.safe_dump(gate_config_map(env_of("eks-prod")))
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_only_the_head_mounts_the_code_read_only(stack: str) -> None:
+    env = env_of(stack)
+    job = ray_job(env)
+    code = gate_config_map(env)
+    assert code is not None
+    head = _head(job)
+    volume = next(v for v in head["volumes"] if v["name"] == GATE_VOLUME)
+    assert volume["configMap"]["name"] == code["metadata"]["name"]
+    items = {i["key"]: i["path"] for i in volume["configMap"]["items"]}
+    assert set(items) == set(code["data"])
+    assert sorted(items.values()) == sorted(gate_files())
+    mount = next(m for m in head["containers"][0]["volumeMounts"] if m["name"] == GATE_VOLUME)
+    assert mount == {"name": GATE_VOLUME, "mountPath": GATE_MOUNT, "readOnly": True}
+    for worker in _workers(job):
+        assert GATE_VOLUME not in {v["name"] for v in worker["volumes"]}
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_entrypoint_runs_the_gate_from_gate_settings_then_verl(stack: str) -> None:
+    env = env_of(stack)
+    gate, _, training = _script(env).partition(" && ")
+    assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *gate_settings(env).argv()]
+    assert shlex.split(gate)[0] == "PYTHONPATH=/opt/grpo-infra${PYTHONPATH:+:$PYTHONPATH}"
+    assert training == verl.shell_command(env)
+
+
+def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
+    env = variant("eks-prod", _gate_off)
+    rendered = objects(env)
+    assert by_kind(rendered, "ConfigMap") == []
+    job = by_kind(rendered, "RayJob")[0]
+    assert job["spec"]["entrypoint"] == verl.shell_command(env)
+    for pod in [_head(job), *_workers(job)]:
+        assert GATE_VOLUME not in {v["name"] for v in pod["volumes"]}
+        assert GATE_VOLUME not in {m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    assert validate_objects(rendered) == []
+
+
+def test_the_configmap_validates_strictly_and_a_typo_fails() -> None:
+    env = env_of("onprem-k8s")
+    code = copy.deepcopy(by_kind(objects(env), "ConfigMap")[0])
+    assert validate_objects([code]) == []
+    code["dta"] = code.pop("data")
+    assert any("'dta' was unexpected" in e for e in validate_objects([code]))
+
+
+def _lay_out(code: dict[str, Any], volume: dict[str, Any], into: Path) -> None:
+    """What the kubelet does with a configMap volume's `items`: each key's text at its path."""
+    for item in volume["configMap"]["items"]:
+        target = into / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code["data"][item["key"]], encoding="utf-8")
+
+
+def test_the_shipped_files_alone_import_the_gate(tmp_path: Path) -> None:
+    """No site-packages (`-S`: neither this project nor any third-party package), the repo not on the
+    path: the ConfigMap's files are the whole of what the gate's driver imports."""
+    env = env_of("eks-prod")
+    job = ray_job(env)
+    code = by_kind(objects(env), "ConfigMap")[0]
+    volume = next(v for v in _head(job)["volumes"] if v["name"] == GATE_VOLUME)
+    mount = tmp_path / "opt-grpo-infra"
+    _lay_out(code, volume, mount)
+    probe = (
+        "import sys, grpo_infra.preflight.ray_allreduce as gate;"
+        f"assert gate.__file__.startswith({str(mount)!r}), gate.__file__;"
+        "assert not any(m == 'ray' or m.startswith(('ray.', 'torch', 'pydantic')) for m in sys.modules)"
+    )
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(mount)}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=tmp_path, env=clean, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    helped = subprocess.run(
+        [sys.executable, "-S", "-m", MODULE, "--help"], cwd=tmp_path, env=clean, capture_output=True, text=True
+    )
+    assert helped.returncode == 0 and "--gpus-per-node" in helped.stdout, helped.stderr
+
+
+def test_ray_cli_requotes_the_entrypoint_arguments() -> None:
+    """The chain below relies on Ray 2.60's `ray job submit` re-quoting its arguments (`shlex.join`)
+    and the job supervisor running the result with a shell."""
+    from ray.dashboard.modules.job import cli, job_supervisor
+
+    assert "shlex.join(entrypoint)" in inspect.getsource(cli)
+    assert "shell=True" in inspect.getsource(job_supervisor.JobSupervisor._exec_entrypoint)
+
+
+def _run_chain(tmp_path: Path, entrypoint: str, gate_exit: int) -> tuple[int, list[dict[str, Any]]]:
+    """KubeRay's submitter pastes the entrypoint into a bash line after `ray job submit ... --`; Ray
+    shlex-joins the arguments and runs them with a shell on the head, in the head's environment. `ray`
+    and `python3` are stubs that record what reaches them, and where; the gate's stub exits `gate_exit`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    calls = tmp_path / "calls.jsonl"
+    (bin_dir / "ray").write_text(
+        f"#!{sys.executable}\n"
+        "import os, shlex, subprocess, sys\n"
+        "args = sys.argv[sys.argv.index('--') + 1:]\n"
+        "head = {'PATH': os.environ['PATH'], 'PYTHONPATH': '/home/ray/site', 'WHERE': 'head'}\n"
+        "sys.exit(subprocess.call(shlex.join(args), shell=True, env=head))\n"
+    )
+    (bin_dir / "python3").write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        f"with open({str(calls)!r}, 'a') as f:\n"
+        "    f.write(json.dumps({'argv': sys.argv[1:], 'pythonpath': os.environ.get('PYTHONPATH'),"
+        " 'where': os.environ.get('WHERE')}) + '\\n')\n"
+        f"sys.exit({gate_exit} if sys.argv[2] == {MODULE!r} else 0)\n"
+    )
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    submitter_line = f"ray job submit --address http://head:8265 --no-wait -- {entrypoint} ;"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": "/submitter", "WHERE": "submitter"}
+    code = subprocess.run(["bash", "-ce", "--", submitter_line], env=env, cwd=tmp_path).returncode
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return code, [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("gate_exit", [0, 1])
+def test_the_verdict_stops_the_job_before_training(tmp_path: Path, gate_exit: int) -> None:
+    env = env_of("eks-prod")
+    code, calls = _run_chain(tmp_path, ray_job(env)["spec"]["entrypoint"], gate_exit)
+    assert {c["where"] for c in calls} == {"head"}, "gate and verl run on the head, not in the submitter pod"
+    gate = calls[0]
+    assert gate["argv"] == ["-m", MODULE, *gate_settings(env).argv()]
+    assert gate["pythonpath"] == f"{GATE_MOUNT}:/home/ray/site"
+    if gate_exit:
+        assert code == gate_exit and len(calls) == 1, "verl must not start after a failing verdict"
+    else:
+        assert code == 0 and len(calls) == 2
+        assert calls[1]["argv"] == shlex.split(verl.shell_command(env))[1:]
+        assert calls[1]["pythonpath"] == "/home/ray/site", "only the gate sees the shipped code"
+
+
+def test_gate_off_chain_runs_verl_alone(tmp_path: Path) -> None:
+    env = variant("eks-prod", _gate_off)
+    code, calls = _run_chain(tmp_path, ray_job(env)["spec"]["entrypoint"], gate_exit=1)
+    assert code == 0
+    assert [(c["argv"], c["where"]) for c in calls] == [(shlex.split(verl.shell_command(env))[1:], "head")]
+
+
+@cache
+def _graph(stack: str) -> Graph:
+    return record(stack, ROOT)
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_pulumi_registers_the_configmap_inside_the_rayjob_component(stack: str) -> None:
+    env = env_of(stack)
+    g = _graph(stack)
+    code = gate_config_map(env)
+    assert code is not None
+    meta = code["metadata"]
+    registered = g.named(CONFIG_MAP, f"{meta['namespace']}-{meta['name']}")
+    assert registered.inputs["data"] == code["data"]
+    assert registered.inputs["metadata"] == meta
+    assert registered.parent is not None and g[registered.parent].type == "grpo-infra:k8s:GrpoRayJob"
+    job = g.named(RAYJOB, f"{env.job.tenant}-{env.job.name}")
+    assert job.parent == registered.parent
+    assert registered.urn in g.upstream(job.urn), "the RayJob must wait for the code its head mounts"
+
+
+def test_pulumi_registers_no_configmap_with_the_gate_off(tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-k8s.yaml").read_text())
+    _gate_off(document["config"]["grpo-infra:environment"])
+    (tmp_path / "stacks" / "Pulumi.onprem-k8s.yaml").write_text(yaml.safe_dump(document))
+    for name in ("Pulumi.yaml",):
+        if (ROOT / name).exists():
+            (tmp_path / name).write_text((ROOT / name).read_text())
+    g = record("onprem-k8s", tmp_path)
+    assert g.of_type(CONFIG_MAP) == []
+    assert g.of_type(RAYJOB)
