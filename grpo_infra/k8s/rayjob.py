@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..fabric import nccl_env
 from ..spec import Environment
 from .access import JOB_LABEL, secret_references
-from .fabric import nccl_env
 from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
 from .namespaces import MANAGED_BY
 from .operators import uses_kueue

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import verl
+from ..fabric import nccl_env
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
@@ -116,15 +117,11 @@ def fabric_gate(env: Environment) -> FabricGate:
 
 
 def job_environment(env: Environment) -> dict[str, str]:
-    """Variables exported to every process of the job: NCCL/Gloo interfaces, then the spec's `env`."""
-    slurm, pool = env.slurm, env.gang.pool
+    """Variables exported to every process of the job: the pool's fabric (the rule both targets share),
+    with sockets on the stack's interface when the fabric names none; then the spec's `env`."""
+    slurm = env.slurm
     assert slurm is not None
-    interfaces = ",".join(pool.fabric.interfaces) or slurm.interface
-    found = {"NCCL_SOCKET_IFNAME": interfaces, "GLOO_SOCKET_IFNAME": interfaces}
-    if pool.fabric.hcas:
-        found["NCCL_IB_HCA"] = ",".join(pool.fabric.hcas)
-    found.update(env.job.env)
-    return found
+    return {**dict(nccl_env(env.gang.pool, slurm.interface)), **env.job.env}
 
 
 @dataclass(frozen=True)
@@ -190,7 +187,7 @@ def sbatch(env: Environment) -> str:
         port_vars=port_vars(),
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
         ready_program=READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
-        exports=[(name, shlex.quote(value)) for name, value in job_environment(env).items()],
+        exports=[(name, single_quoted(value)) for name, value in job_environment(env).items()],
         secrets=[s.env for s in job.secrets],
         checkpoint_dir=shlex.quote(job.checkpoint.dir),
         resume=job.checkpoint.resume,

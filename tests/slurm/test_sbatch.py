@@ -151,9 +151,10 @@ def test_secrets_are_required_from_the_environment_never_written() -> None:
     script = _script(stack("onprem-slurm"))
     assert '[[ -n ${WANDB_API_KEY:-} ]] || fail "WANDB_API_KEY is not set' in script
     assert "WANDB_API_KEY=" not in script
-    assert "export NCCL_IB_GID_INDEX=3" in script
-    assert "export NCCL_IB_HCA=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7" in script
-    assert "export NCCL_SOCKET_IFNAME=ib0" in script
+    assert "export NCCL_IB_QPS_PER_CONNECTION='4'" in script
+    assert "export NCCL_IB_HCA='=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7'" in script
+    assert "export NCCL_SOCKET_IFNAME='=ib0'" in script
+    assert "export GLOO_SOCKET_IFNAME='ib0'" in script
 
 
 def test_container_runtimes() -> None:
