@@ -30,7 +30,7 @@ for _ in $(seq 1 300); do
   esac
   sleep 2
 done
-grep -E '^grpo' "$workdir"/*.out | grep -E 'joined|training launched|exited' || true
+grep -E '^grpo' "$workdir"/*.out | grep -E 'joined|fabric gate|training launched|exited' || true
 python -m grpo_infra.sandbox.show "$job"
 rm -rf "$workdir"
 [ "$state" = COMPLETED ] || { echo "job $job ended $state" >&2; exit 1; }
