@@ -19,7 +19,7 @@ from pathlib import Path
 
 from grpo_infra import sandbox
 from grpo_infra.sandbox import jobs
-from grpo_infra.spec import load_stack
+from grpo_infra.spec import Environment, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +47,18 @@ def ray_head_seconds() -> float:
         return took
 
 
-def one_run(nodes: int) -> tuple[float, float]:
+def stack_env(gate: bool) -> Environment:
+    """local-slurm as shipped (fabric gate on), or with the gate off to time the Ray bootstrap alone."""
     env = load_stack("local-slurm", ROOT).environment
+    if gate:
+        return env
+    data = env.model_dump(by_alias=True)
+    data["job"]["preflight"]["nccl"]["enabled"] = False
+    return Environment.model_validate(data)
+
+
+def one_run(nodes: int, gate: bool) -> tuple[float, float]:
+    env = stack_env(gate)
     plan = sandbox.up("local-slurm", env, nodes)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-") as work:
@@ -71,10 +81,16 @@ def one_run(nodes: int) -> tuple[float, float]:
 def main() -> int:
     head = ray_head_seconds()
     print(f"one `ray start --head` on this machine: {head:.1f} s")
-    print(f"{'nodes':>5}  {'start→training launched':>24}  {'× ray start --head':>18}  {'training end→COMPLETED':>23}")
-    for nodes in (2, 3):
-        start, exit_ = one_run(nodes)
-        print(f"{nodes:>5}  {start:>22.1f} s  {start / head:>18.2f}  {exit_:>21.1f} s")
+    print(
+        f"{'nodes':>5}  {'fabric gate':>11}  {'start→training launched':>24}  {'× ray start --head':>18}"
+        f"  {'training end→COMPLETED':>23}"
+    )
+    for gate in (False, True):
+        for nodes in (2, 3):
+            start, exit_ = one_run(nodes, gate)
+            print(
+                f"{nodes:>5}  {'on' if gate else 'off':>11}  {start:>22.1f} s  {start / head:>18.2f}  {exit_:>21.1f} s"
+            )
     print(shlex.join(["machine:", f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"]))
     return 0
 
