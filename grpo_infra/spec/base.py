@@ -22,6 +22,8 @@ class SpecModel(BaseModel):
         populate_by_name=False,
         strict=False,
         validate_default=True,
+        # A docstring under a field is its description: docs/spec.md is generated from them.
+        use_attribute_docstrings=True,
     )
 
 

@@ -20,7 +20,9 @@ class Environment(SpecModel):
     """One environment a platform team owns: a Kubernetes cluster or a Slurm cluster."""
 
     target: Literal["kubernetes", "slurm"]
+    """Which scheduler runs the gang: a Kubernetes cluster (KubeRay + Kueue) or a Slurm cluster."""
     description: str = ""
+    """One line for people: what this environment is."""
     kubernetes: Kubernetes | None = None
     slurm: Slurm | None = None
     pools: list[Pool] = Field(min_length=1)

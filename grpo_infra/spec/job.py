@@ -30,10 +30,16 @@ OverrideValue = str | int | float | bool | None | list[str | int | float | bool]
 
 
 class Data(SpecModel):
+    """verl's data settings."""
+
     train_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    """Parquet files verl trains on (`data.train_files`)."""
     val_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    """Parquet files verl validates on (`data.val_files`)."""
     max_prompt_length: PositiveInt
+    """`data.max_prompt_length`, tokens."""
     max_response_length: PositiveInt
+    """`data.max_response_length`, tokens."""
 
 
 class Batch(SpecModel):
@@ -46,25 +52,37 @@ class Batch(SpecModel):
 
 
 class Rollout(SpecModel):
+    """GRPO rollouts: engine, parallelism, group size."""
+
     engine: Literal["vllm", "sglang"]
+    """Rollout engine (`actor_rollout_ref.rollout.name`)."""
     tensor_parallel: PositiveInt
+    """Rollout tensor-parallel size; divides the GPUs of a node."""
     group_size: Annotated[int, Field(ge=2)] = Field(
         description="GRPO group size: responses sampled per prompt (actor_rollout_ref.rollout.n)."
     )
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)]
+    """Share of GPU memory the rollout engine may take."""
 
 
 class Kl(SpecModel):
     """GRPO puts KL in the loss, against the reference model, not in the reward."""
 
     use_kl_loss: bool = True
+    """`actor.use_kl_loss`."""
     coef: Annotated[float, Field(ge=0)]
+    """`actor.kl_loss_coef`."""
     type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] = "low_var_kl"
+    """`actor.kl_loss_type`."""
 
 
 class NfsExport(SpecModel):
+    """An NFS export."""
+
     server: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")]
+    """NFS server."""
     path: Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+    """Exported path."""
 
 
 class CheckpointVolume(SpecModel):
@@ -87,11 +105,14 @@ class CheckpointVolume(SpecModel):
 
 
 class Checkpoint(SpecModel):
+    """Where checkpoints go and how a restarted run resumes."""
+
     dir: Annotated[str, StringConstraints(pattern=r"^/\S*$")] = Field(
         description="Shared directory every node sees; resume reads from here after a requeue."
     )
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
+    """`trainer.resume_mode`: `auto` resumes from the newest checkpoint in `dir` after a requeue or restart."""
     volume: CheckpointVolume | None = Field(
         default=None,
         description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
@@ -105,6 +126,7 @@ class NcclGate(SpecModel):
     back to TCP wastes days of GPU time."""
 
     enabled: bool = True
+    """Run the fabric gate before training (off: start training without it)."""
     expected_busbw_gbps: Annotated[float, Field(gt=0)] | None = Field(
         default=None,
         description="All-reduce bus bandwidth (GB/s) a healthy gang reaches; the documented default "
@@ -144,30 +166,45 @@ class SecretRef(SpecModel):
     """An environment variable whose value is a Pulumi `secure:` config value of this stack."""
 
     env: EnvName
+    """Environment variable the job sees."""
     config: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")] = Field(
         description="Key under the grpo-infra namespace, set with `pulumi config set --secret`."
     )
 
 
 class Job(SpecModel):
+    """The verl GRPO run."""
+
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=47)]
+    """Job name: RayJob name and sbatch --job-name (≤ 47 characters)."""
     tenant: str
+    """The tenant whose queue and quota the job uses."""
     pool: str
+    """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
     image: Annotated[str, StringConstraints(min_length=1, pattern=r"^\S+$")]
+    """The verl container image."""
     model_path: Annotated[str, StringConstraints(min_length=1)]
+    """`actor_rollout_ref.model.path`."""
     data: Data
     batch: Batch
     rollout: Rollout
     kl: Kl
     learning_rate: Annotated[float, Field(gt=0, lt=1)]
+    """`actor.optim.lr`."""
     total_epochs: PositiveInt
+    """`trainer.total_epochs`."""
     project: Annotated[str, StringConstraints(min_length=1)]
+    """`trainer.project_name`."""
     experiment: Annotated[str, StringConstraints(min_length=1)]
+    """`trainer.experiment_name`."""
     checkpoint: Checkpoint
     overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
+    """Extra verl Hydra overrides; the derived keys (nnodes, GPUs per node, ...) are refused."""
     env: dict[EnvName, str] = Field(default_factory=dict)
+    """Plain environment variables of every process; credentials belong in `secrets`."""
     secrets: list[SecretRef] = Field(default_factory=list)
+    """Environment variables taken from Pulumi secrets of this stack."""
     preflight: Preflight = Field(default_factory=Preflight)
 
     @field_validator("overrides")

@@ -17,14 +17,18 @@ class NodeReserve(SpecModel):
     """
 
     cpus: Annotated[float, Field(ge=0)]
+    """CPUs kept back on every node."""
     memory_gib: Annotated[float, Field(ge=0)]
+    """GiB of memory kept back on every node."""
 
 
 class Topology(SpecModel):
     """Node label keys for topology-aware scheduling, coarsest first."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "gpu-topology"
+    """Name of the Kueue Topology object."""
     levels: list[Annotated[str, StringConstraints(min_length=1, max_length=316)]] = Field(min_length=1, max_length=16)
+    """Node label keys, coarsest first; `kubernetes.io/hostname` may only be last."""
 
     @field_validator("levels")
     @classmethod
@@ -52,6 +56,7 @@ class RayJobSettings(SpecModel):
         default=8, description="CPUs of the Ray head (a CPU pod off the GPU pool; runs verl's driver)."
     )
     head_memory_gib: Annotated[float, Field(gt=0, le=4096)] = 32
+    """Memory of the Ray head pod, GiB."""
     priority_class: PriorityName = Field(
         default="grpo-normal", description="Kueue WorkloadPriorityClass; one of `priorityClasses`."
     )
@@ -97,8 +102,11 @@ class Kubernetes(SpecModel):
     """A Kubernetes cluster that runs the gang through KubeRay and Kueue (or Volcano)."""
 
     provider: Literal["eks", "gke", "existing"]
+    """Where the nodes come from: an EKS node group, a GKE node pool, or existing nodes labelled and tainted by the stack."""
     cluster_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)]
+    """The existing cluster the stack deploys into."""
     scheduler: Literal["kueue", "volcano"] = "kueue"
+    """Gang admission: Kueue (suspend until the whole gang fits) or Volcano."""
     node_reserve: NodeReserve
     topology: Topology | None = None
     pods_ready_timeout_minutes: Annotated[int, Field(ge=5, le=1440)] = Field(

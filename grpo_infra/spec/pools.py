@@ -33,20 +33,25 @@ class Gpu(SpecModel):
     )
     gres_type: GresType = Field(description="Slurm GRES type, as in Gres=gpu:<type>:<count>.")
     per_node: Annotated[int, Field(ge=1, le=16)]
+    """GPUs per node; verl's `trainer.n_gpus_per_node`."""
 
 
 class Taint(SpecModel):
     """A node taint; the pool's pods and flavor tolerate exactly these."""
 
     key: LabelKey
+    """Taint key."""
     value: LabelValue | None = None
+    """Taint value; none for a key-only taint."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """Taint effect."""
 
 
 class Fabric(SpecModel):
     """The inter-node fabric NCCL should use, and how a pod or job reaches it."""
 
     kind: Literal["infiniband", "roce", "efa", "none"]
+    """Inter-node fabric; decides NCCL's environment, the fabric resource and the expected bus bandwidth."""
     hcas: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")]] = Field(
         default_factory=list, description="RDMA devices for NCCL_IB_HCA, e.g. mlx5_0."
     )
@@ -75,10 +80,12 @@ class EksNodes(SpecModel):
     """How an EKS managed node group provides this pool."""
 
     instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+[a-z0-9-]*\.[a-z0-9]+$")]
+    """EC2 instance type, e.g. p5.48xlarge."""
     subnet_ids: list[Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]+$")]] = Field(
         min_length=1, description="Subnets of ONE availability zone (an EFA pool: exactly one subnet)."
     )
     capacity_reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]+$")] | None = None
+    """EC2 capacity reservation the node group launches into."""
     node_role_arn: (
         Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$")] | None
     ) = Field(
@@ -95,9 +102,13 @@ class GkeNodes(SpecModel):
     """How a GKE node pool provides this pool."""
 
     machine_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    """GCE machine type, e.g. a3-highgpu-8g."""
     accelerator_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    """GPU type of guest_accelerators, e.g. nvidia-h100-80gb."""
     zone: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+-[a-z]$")]
+    """The one zone of the node pool (compact placement)."""
     reservation: str | None = None
+    """Compute reservation the nodes consume."""
     cluster_location: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+(-[a-z])?$")] | None = Field(
         default=None, description="The cluster's region or zone; default: the region of `zone` (a regional cluster)."
     )
@@ -125,13 +136,20 @@ class Pool(SpecModel):
     """
 
     name: DnsLabel
+    """Pool name: the Slurm node Feature, the flavor and worker group name."""
     gpu: Gpu
     nodes: PositiveInt | None = None
+    """Node count of a cloud pool (EKS, GKE)."""
     hosts: Annotated[str, StringConstraints(min_length=1)] | None = None
+    """Hostlist of an existing cluster's or Slurm pool's machines; its length is the size."""
     cpus: Annotated[int, Field(ge=1, le=4096)]
+    """CPUs per node."""
     memory_gib: Annotated[int, Field(ge=1, le=65536)]
+    """Memory per node, GiB."""
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """Node labels: what the pool's pods select and its flavor matches."""
     taints: list[Taint] = Field(default_factory=list)
+    """Node taints: what the pool's pods and flavor tolerate."""
     fabric: Fabric
     eks: EksNodes | None = None
     gke: GkeNodes | None = None

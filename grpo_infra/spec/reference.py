@@ -63,13 +63,20 @@ def rows(model: type[BaseModel] = Environment, prefix: str = "") -> list[tuple[s
         elif field.default is PydanticUndefined or field.default is None:
             default = "none"
         else:
-            default = f"`{field.default}`"
-        description = (field.description or "").replace("|", "\\|")
+            default = f"`{field.default!r}`" if field.default == "" else f"`{field.default}`"
+        description = (field.description or _summary(annotation)).replace("|", "\\|")
         out.append((path, _type_name(annotation), default, description))
         for sub in _models(annotation):
             is_list = typing.get_origin(_strip(annotation)) is list
             out += rows(sub, f"{path}[]." if is_list else f"{path}.")
     return out
+
+
+def _summary(annotation: Any) -> str:
+    """The first line of the docstring of the model a field holds, for fields without a description."""
+    models = _models(annotation)
+    doc = models[0].__doc__ if models else None
+    return doc.strip().splitlines()[0] if doc else ""
 
 
 def _strip(annotation: Any) -> Any:

@@ -31,7 +31,9 @@ class PortRange(SpecModel):
     """Ports this cluster lets Ray use; each job takes its own block inside it."""
 
     start: Annotated[int, Field(ge=1024, le=65535)]
+    """First port of the range."""
     end: Annotated[int, Field(ge=1024, le=65535)]
+    """Last port of the range (inclusive)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> PortRange:
@@ -48,10 +50,12 @@ class Container(SpecModel):
     """How the job's processes get the verl image."""
 
     runtime: Literal["none", "pyxis", "apptainer"]
+    """`none`, Pyxis/Enroot (`srun --container-image`) or Apptainer (`apptainer exec --nv`)."""
     image: Annotated[str, StringConstraints(min_length=1)] | None = Field(
         default=None, description="Image for pyxis (e.g. nvcr.io#org/verl:tag) or a .sif path for Apptainer."
     )
     mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$")]] = Field(default_factory=list)
+    """`/host/path:/container/path` bind mounts."""
 
     @model_validator(mode="after")
     def _image_when_needed(self) -> Container:
@@ -66,6 +70,7 @@ class Gres(SpecModel):
     """How slurmd finds the GPUs: NVML autodetection or explicit device files. Exactly one."""
 
     autodetect: Literal["nvml"] | None = None
+    """`nvml`: slurmd finds the GPUs itself."""
     files: Annotated[str, StringConstraints(pattern=r"^/\S+$")] | None = Field(
         default=None, description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7]."
     )
@@ -87,6 +92,7 @@ class SlurmDeploy(SpecModel):
         default=None, description="Reach the directory over SSH on this host; local when omitted."
     )
     user: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]*$")] | None = None
+    """SSH user on `host`."""
     reconfigure: bool = Field(default=False, description="Run `scontrol reconfigure` after a change.")
 
     @model_validator(mode="after")
@@ -100,10 +106,12 @@ class Switch(SpecModel):
     """One switch of the fabric tree (topology/tree): a leaf lists its nodes, a spine its switches."""
 
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+    """Switch name in topology.conf."""
     nodes: Annotated[str, StringConstraints(min_length=1)] | None = Field(
         default=None, description="Hostlist of the nodes cabled to this leaf switch."
     )
     switches: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]] | None = None
+    """Switches below this one (a spine)."""
 
     @model_validator(mode="after")
     def _leaf_or_spine(self) -> Switch:
@@ -116,10 +124,13 @@ class Slurm(SpecModel):
     """An on-prem Slurm cluster and the partition the GRPO gang runs in."""
 
     cluster_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40)]
+    """Slurm ClusterName; shown in rendered files."""
     partition: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+    """The partition the rendered fragment defines and the job runs in."""
     max_time: SlurmTime = Field(description="Partition MaxTime.")
     time_limit: SlurmTime = Field(description="The job's --time.")
     oversubscribe: Literal["exclusive", "no", "yes"] = "exclusive"
+    """Partition OverSubscribe: `exclusive` gives each job whole nodes."""
     gres: Gres
     container: Container
     interface: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")] = Field(

@@ -13,5 +13,6 @@ class Tenant(SpecModel):
     """A team. On Kubernetes `name` is its namespace; on Slurm, its account."""
 
     name: DnsLabel
+    """The team's namespace (Kubernetes) or account (Slurm)."""
     queue: DnsLabel = Field(description="LocalQueue (Kubernetes) or QOS (Slurm) the team submits to.")
     gpu_quota: Annotated[int, Field(ge=0)] = Field(description="GPUs this team may hold at once.")
