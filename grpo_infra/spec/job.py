@@ -11,15 +11,40 @@ from ..preflight.verdict import DEFAULT_FRACTION
 from .base import EnvName, PositiveInt, SpecModel
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
+# Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
+# would win over the spec's value (Hydra keeps the last), so `check` would judge numbers verl never
+# sees; tests/verl keeps this list equal to what grpo_infra.verl writes.
 DERIVED_OVERRIDES = frozenset(
     {
+        "algorithm.adv_estimator",
+        "algorithm.use_kl_in_reward",
+        "data.train_files",
+        "data.val_files",
+        "data.train_batch_size",
+        "data.max_prompt_length",
+        "data.max_response_length",
+        "actor_rollout_ref.model.path",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        "actor_rollout_ref.actor.use_kl_loss",
+        "actor_rollout_ref.actor.kl_loss_coef",
+        "actor_rollout_ref.actor.kl_loss_type",
+        "actor_rollout_ref.rollout.name",
+        "actor_rollout_ref.rollout.n",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        "actor_rollout_ref.rollout.gpu_memory_utilization",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "trainer.logger",
+        "trainer.project_name",
+        "trainer.experiment_name",
+        "trainer.total_epochs",
         "trainer.nnodes",
         "trainer.n_gpus_per_node",
-        "algorithm.adv_estimator",
-        "actor_rollout_ref.rollout.n",
         "trainer.default_local_dir",
-        "trainer.resume_mode",
         "trainer.save_freq",
+        "trainer.resume_mode",
     }
 )
 # Environment variable names that hold credentials; they belong in `secrets`, not `env`.
@@ -212,7 +237,7 @@ class Job(SpecModel):
     def _not_derived(cls, overrides: dict[str, OverrideValue]) -> dict[str, OverrideValue]:
         clash = sorted(DERIVED_OVERRIDES & {k.lstrip("+") for k in overrides})
         if clash:
-            raise ValueError(f"{', '.join(clash)} derived from the spec; set the spec field instead of an override")
+            raise ValueError(f"{', '.join(clash)} set by the spec; change the spec field instead of overriding it")
         return overrides
 
     @field_validator("env")

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from grpo_infra import verl
 from grpo_infra.spec import load_stack
+from grpo_infra.spec.job import DERIVED_OVERRIDES
 from tests.conftest import ROOT, SHIPPED_STACKS
 
 
@@ -73,3 +74,11 @@ def test_wandb_logger_only_with_its_key() -> None:
     without = dict(verl.overrides(load_stack("local-slurm", ROOT).environment))
     assert with_key["trainer.logger"] == ["console", "wandb"]
     assert without["trainer.logger"] == ["console"]
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
+    """Hydra keeps the last value of a key: an extra override of a spec-set key would silently win."""
+    env = load_stack(stack, ROOT).environment
+    spec_set = {k for k, _ in verl.overrides(env)} - set(env.job.overrides)
+    assert spec_set == DERIVED_OVERRIDES
