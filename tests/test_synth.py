@@ -72,3 +72,30 @@ def test_derived_sizes_of_shipped_stacks() -> None:
     eks = load_stack("eks-prod", ROOT).environment
     assert eks.gang.nodes == eks.pools[0].nodes == 4
     assert eks.gang.world_size == 32
+
+
+def test_an_unwritable_output_directory_is_bad_input(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = CliRunner().invoke(app, ["synth", "local-slurm", "--root", str(ROOT), "--out", str(blocker)])
+    assert result.exit_code == 2
+    assert "cannot write" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_root_without_stacks_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["stacks", "--root", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "not a grpo-infra project" in result.output
+
+
+def test_brackets_in_a_bad_stack_are_shown_as_typed(tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    text = (ROOT / "stacks" / "Pulumi.local-slurm.yaml").read_text()
+    (tmp_path / "stacks" / "Pulumi.odd.yaml").write_text(
+        text.replace("      interface: eth0\n", "      '[/x]': eth0\n")
+    )
+    result = CliRunner().invoke(app, ["stacks", "--root", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "[/x]" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

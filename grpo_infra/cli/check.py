@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..check import Violation, violations
@@ -48,5 +49,5 @@ def violation_table(stack: str, found: list[Violation]) -> Table:
     for column in ("rule", "where", "what", "by"):
         table.add_column(column, overflow="fold")
     for v in found:
-        table.add_row(v.rule, v.where, v.message, v.by)
+        table.add_row(*(escape(cell) for cell in (v.rule, v.where, v.message, v.by)))
     return table

@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..spec import SpecError, Stack, load_stack
 
@@ -26,6 +27,8 @@ RootOption = Annotated[
 def project_root(root: Path | None) -> Path:
     """The given root, or the nearest directory at or above the working directory with stacks/."""
     if root is not None:
+        if not (root / "stacks").is_dir():
+            fail(f"{root}: not a grpo-infra project (no stacks/ directory)")
         return root
     here = Path.cwd()
     for candidate in (here, *here.parents):
@@ -49,10 +52,5 @@ def load(stack: str, root: Path | None) -> Stack:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
+    """User input (a stack's keys and values) printed through Rich: brackets are text, not markup."""
     return escape(text)
-
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()

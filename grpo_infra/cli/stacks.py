@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..spec import SpecError, list_stacks, load_stack
@@ -36,6 +37,6 @@ def stacks(root: RootOption = None) -> None:
         )
     console.print(table)
     for message in broken:
-        err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if broken:
         raise typer.Exit(BAD_INPUT)

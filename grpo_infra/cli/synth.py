@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .. import synth as synthesis
 from .check import refuse_if_infeasible
-from .common import RootOption, console, load
+from .common import RootOption, console, fail, load
 
 
 def synth(
@@ -23,7 +23,10 @@ def synth(
     refuse_if_infeasible(stack, loaded.environment)
     files = synthesis.render(loaded.environment)
     out = out if out.is_absolute() else Path.cwd() / out
-    synthesis.write_tree(files, out / stack)
+    try:
+        synthesis.write_tree(files, out / stack)
+    except OSError as exc:
+        fail(f"cannot write {out / stack}: {exc.strerror or exc}")
     summary(stack, files, out / stack)
 
 
