@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_STACKS = list_stacks(ROOT)
 
 
+def unavailable(reason: str) -> None:
+    """Skip a test whose tool is missing on a developer's machine; fail it in CI, which installs everything."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: CI installs it (scripts/setup.sh, scripts/install-system-deps.sh)")
+    pytest.skip(reason, allow_module_level=True)
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

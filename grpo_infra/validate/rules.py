@@ -12,13 +12,12 @@ from collections import defaultdict
 from typing import Any
 
 from ..k8s.placement import parse_quantity
+from ..k8s.rayjob import PRIORITY_LABEL, QUEUE_LABEL
 
 MAX_NAME = 47  # KubeRay: RayJob names become RayCluster and Service name prefixes.
 MAX_WORKER_GROUPS = 16  # Kueue: 18 PodSets minus head and submitter in K8sJobMode.
 RESERVED_GROUPS = {"head", "submitter"}
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ RDMA fabric passes, and a pool that should run on InfiniBand fails when the rank
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,10 +23,11 @@ import pytest
 
 from grpo_infra.preflight import busbw_factor
 from grpo_infra.preflight.ray_allreduce import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, unavailable
 
-pytest.importorskip("torch")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
+if importlib.util.find_spec("torch") is None:
+    unavailable("torch is not installed (extra `preflight`)")
+from ray import cluster_utils
 
 NODES = 3
 GPUS_PER_NODE = 2

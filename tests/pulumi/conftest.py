@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from grpo_infra.pulumi_graph import Graph, record
+from tests.conftest import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES_STACKS = ("eks-prod", "gke-dev", "onprem-k8s")
@@ -25,7 +26,7 @@ def needs_extra(stack: str) -> None:
     module = NEEDS.get(stack)
     if module and importlib.util.find_spec(module) is None:
         extra = module.removeprefix("pulumi_")
-        pytest.skip(f"{stack} needs {module.replace('_', '-')} (pip install -e '.[{extra}]')")
+        unavailable(f"{stack} needs {module.replace('_', '-')} (pip install -e '.[{extra}]')")
 
 
 def shipped_graph(stack: str) -> Graph:

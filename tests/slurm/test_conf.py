@@ -13,6 +13,7 @@ import hostlist
 import pytest
 
 from grpo_infra.slurmgen import gres_conf, render_files, slurm_conf, topology_conf
+from tests.conftest import unavailable
 from tests.slurm.variants import SLURM_STACKS, stack, variant
 
 
@@ -90,11 +91,12 @@ def _scontrol_hostnames(expr: str, tmp_path: Path) -> list[str]:
     return proc.stdout.split()
 
 
-@pytest.mark.skipif(shutil.which("scontrol") is None, reason="scontrol not installed (Debian package slurm-client)")
 @pytest.mark.parametrize(
     "hosts", ["node[1-3]", "gpu[001-016]", "gpu[001-003,007,010-012]", "a[1-2]b[01-02]", "n9,n10,n11,m1"]
 )
 def test_hostlists_round_trip_through_scontrol(hosts: str, tmp_path: Path) -> None:
+    if shutil.which("scontrol") is None:
+        unavailable("scontrol not installed (Debian package slurm-client)")
     env = variant("local-slurm", lambda d: d["pools"][0].update(hosts=hosts))
     [node] = _settings(slurm_conf(env), "NodeName=")
     assert sorted(_scontrol_hostnames(node["NodeName"], tmp_path)) == sorted(hostlist.expand_hostlist(hosts))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.slurmgen.sbatch import READY_PROGRAM
+from tests.conftest import unavailable
 
 RAY = Path(sys.executable).with_name("ray")
 
@@ -27,7 +28,7 @@ def _free_port() -> int:
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A job-private Ray head with 2 declared GPUs, stopped by its own process group (never `ray stop`)."""
     if not RAY.exists():
-        pytest.skip("ray is not installed in this venv (extra `sandbox`)")
+        unavailable("ray is not installed in this venv (extra `sandbox`)")
     temp = tmp_path_factory.mktemp("ray")
     port = _free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
