@@ -24,6 +24,7 @@ import pulumi_command
 
 from grpo_infra import slurmgen
 from grpo_infra.spec import Environment
+from grpo_infra.synth import file_mode
 
 RECONFIGURE = ("scontrol", "reconfigure")
 _PREFIX = "slurm/"
@@ -32,11 +33,6 @@ _PREFIX = "slurm/"
 def placed_files(env: Environment) -> dict[str, str]:
     """The rendered Slurm files by their name in the target directory (slurm.conf, gres.conf, ...)."""
     return {path.removeprefix(_PREFIX): text for path, text in slurmgen.render_files(env).items()}
-
-
-def file_mode(text: str) -> int:
-    """Scripts are executable; configuration is world-readable (slurmd and users read it)."""
-    return 0o755 if text.startswith("#!") else 0o644
 
 
 def digest(files: dict[str, str]) -> str:

@@ -17,6 +17,11 @@ from .spec import Environment
 Renderer = Callable[[Environment], dict[str, str]]
 
 
+def file_mode(text: str) -> int:
+    """Scripts are executable; configuration is world-readable (slurmd and users read it)."""
+    return 0o755 if text.startswith("#!") else 0o644
+
+
 def renderers(env: Environment) -> list[Renderer]:
     """The renderers that apply to this environment's target."""
     if env.target == "kubernetes":
@@ -48,8 +53,7 @@ def write_tree(files: dict[str, str], target: Path) -> None:
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-            if text.startswith("#!"):
-                path.chmod(0o755)
+            path.chmod(file_mode(text))
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

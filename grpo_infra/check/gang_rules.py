@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..spec import Environment
+from ..spec import ENVIRONMENT_KEY, Environment
 from .violation import Violation
 
-ENV = "grpo-infra:environment"
+ENV = ENVIRONMENT_KEY
 
 
 def gang_violations(env: Environment) -> list[Violation]:

@@ -12,11 +12,11 @@ from typing import Any
 
 from ..k8s import objects
 from ..k8s.placement import node_share, parse_quantity
-from ..spec import Environment
+from ..spec import ENVIRONMENT_KEY, Environment
 from ..validate.rules import admission_errors, rayjob_errors
 from .violation import Violation
 
-ENV = "grpo-infra:environment"
+ENV = ENVIRONMENT_KEY
 
 
 def kubernetes_violations(env: Environment) -> list[Violation]:

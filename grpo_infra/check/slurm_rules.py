@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..ports import block_count
-from ..spec import Environment
+from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.slurm import time_limit_minutes
 from .violation import Violation
 
-SLURM = "grpo-infra:environment.slurm"
+SLURM = f"{ENVIRONMENT_KEY}.slurm"
 # Linux's default net.ipv4.ip_local_port_range: the kernel hands these out to outgoing connections,
 # so a Ray port inside it can be taken by any client socket on the node before Ray binds it.
 EPHEMERAL_PORTS = (32768, 60999)

@@ -6,10 +6,10 @@ loaded and minutes or hours spent. Checking them here turns that crash into a re
 
 from __future__ import annotations
 
-from ..spec import Environment
+from ..spec import ENVIRONMENT_KEY, Environment
 from .violation import Violation
 
-JOB = "grpo-infra:environment.job"
+JOB = f"{ENVIRONMENT_KEY}.job"
 
 
 def verl_violations(env: Environment) -> list[Violation]:

@@ -150,7 +150,7 @@ def verdict(
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Nodes the test ran across.")],
     expected_busbw: Annotated[
         float | None,
-        typer.Option("--expected-busbw", min=0.0, help="Expected all-reduce busbw in GB/s (default per fabric)."),
+        typer.Option("--expected-busbw", help="Expected all-reduce busbw in GB/s, above 0 (default per fabric)."),
     ] = None,
     fraction: Annotated[
         float, typer.Option("--fraction", min=0.0, max=1.0, help="Pass when peak busbw >= fraction x expected.")
@@ -165,6 +165,9 @@ def verdict(
         raise typer.Exit(2)
     if fraction <= 0:
         err.print("error: --fraction must be above 0", markup=False)
+        raise typer.Exit(2)
+    if expected_busbw is not None and expected_busbw <= 0:
+        err.print("error: --expected-busbw must be above 0 GB/s (a zero threshold passes anything)", markup=False)
         raise typer.Exit(2)
     reports, failed = _read_all(files, err)
     if failed:

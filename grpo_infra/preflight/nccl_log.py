@@ -134,11 +134,6 @@ class NcclLogReport:
         return [p for p in self.processes if p.transport in ("socket", "mixed")]
 
 
-def looks_like_nccl_log(text: str) -> bool:
-    """True when the text holds NCCL debug lines."""
-    return any(_PREFIX.match(line) for line in clean_lines(text))
-
-
 def parse_nccl_log(text: str) -> NcclLogReport | None:
     """Parse NCCL_DEBUG=INFO output; None when there is no NCCL debug line at all."""
     procs: dict[tuple[str, int], ProcessTransport] = {}

@@ -281,12 +281,6 @@ def _half_ulp(text: str) -> float:
 # --- parsing ----------------------------------------------------------------------------------
 
 
-def looks_like_nccl_tests(text: str) -> bool:
-    """True when the text has a table header, a data row, a rank line or an nccl-tests failure."""
-    report = parse_nccl_tests(text)
-    return report is not None
-
-
 def parse_nccl_tests(text: str) -> NcclTestsReport | None:
     """Parse nccl-tests output; None when the text holds nothing from nccl-tests."""
     runs: list[NcclTestsRun] = []

@@ -111,10 +111,6 @@ def wait_for_state(
     raise SandboxError(f"job {job_id} still {state} after {timeout:.0f}s (waited for {sorted(wanted)})")
 
 
-def output_path(job_id: int, *, root: Path = ROOT) -> Path:
-    return Path(job_info(job_id, root=root)["StdOut"])
-
-
 def output(job_id: int, *, root: Path = ROOT) -> str:
     """The job's output file (stdout and stderr, as the rendered script writes them)."""
     info = job_info(job_id, root=root)

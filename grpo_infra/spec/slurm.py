@@ -41,10 +41,6 @@ class PortRange(SpecModel):
             raise ValueError(f"`end` ({self.end}) must be above `start` ({self.start})")
         return self
 
-    @property
-    def size(self) -> int:
-        return self.end - self.start + 1
-
 
 class Container(SpecModel):
     """How the job's processes get the verl image."""

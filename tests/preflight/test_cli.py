@@ -96,3 +96,24 @@ def test_verdict_exit_codes() -> None:
         app, ["verdict", str(DATA / "roce_2x8_ok.log"), "--fabric", "ethernet", "--gpus-per-node", "8", "--nodes", "2"]
     )
     assert wrong.exit_code == 2
+
+
+def test_a_zero_expected_bandwidth_is_refused() -> None:
+    """A zero threshold would pass any fabric, sockets included."""
+    result = CliRunner().invoke(
+        app,
+        [
+            "verdict",
+            str(DATA / "all_gather_2x8_new_layout.txt"),
+            "--fabric",
+            "none",
+            "--gpus-per-node",
+            "8",
+            "--nodes",
+            "2",
+            "--expected-busbw",
+            "0",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "must be above 0" in result.output
