@@ -18,6 +18,7 @@ from pulumi_kubernetes import _utilities as k8s_utilities
 from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
 from grpo_infra.k8s.gate import gate_config_map
+from grpo_infra.k8s.operators import kuberay_release, kueue_release, uses_kueue
 from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
 from grpo_infra.spec import PROJECT, Environment
 
@@ -232,11 +233,10 @@ class GrpoRayJob(pulumi.ComponentResource):
 
 def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
     """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
-    releases = {r["name"]: HelmReleaseArgs.of(r) for r in render.helm_releases(env)}
-    kuberay = KubeRayOperator("kuberay", releases["kuberay-operator"])
+    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)))
     operators: list[pulumi.Resource] = [kuberay]
-    if "kueue" in releases:
-        operators.append(Kueue("kueue", releases["kueue"]))
+    if uses_kueue(env):
+        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env))))
     tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
     # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
     queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))
