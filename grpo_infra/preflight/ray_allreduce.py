@@ -35,6 +35,11 @@ from .nccl_tests import busbw_factor
 from .verdict import DEFAULT_FRACTION, FABRIC_KINDS, Verdict, default_expected_busbw, judge
 
 BACKENDS = ("nccl", "gloo")
+# The gate's defaults, here once: the spec's `job.preflight.nccl` and this program's options use them.
+DEFAULT_BACKEND = "nccl"
+DEFAULT_SIZE_MIB = 1024
+DEFAULT_ITERATIONS = 20
+DEFAULT_TIMEOUT_S = 300
 WARMUP_ITERATIONS = 5
 FLOAT32_BYTES = 4
 # Grace after --timeout before the watchdog ends the process, for cleanup of actors and the group.
@@ -227,11 +232,11 @@ class GateOptions:
     nodes: int
     expected_busbw_gbps: float | None = None
     fraction: float = DEFAULT_FRACTION
-    backend: str = "nccl"
-    size_mib: float = 1024
-    iterations: int = 20
+    backend: str = DEFAULT_BACKEND
+    size_mib: float = DEFAULT_SIZE_MIB
+    iterations: int = DEFAULT_ITERATIONS
     warmup: int = WARMUP_ITERATIONS
-    timeout_seconds: float = 300
+    timeout_seconds: float = DEFAULT_TIMEOUT_S
 
     @property
     def ranks_per_node(self) -> int:
@@ -408,11 +413,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, required=True, help="nodes of the gang")
     p.add_argument("--expected-busbw", type=float, default=None, help="expected all-reduce busbw, GB/s")
     p.add_argument("--fraction", type=float, default=DEFAULT_FRACTION, help="fail under fraction x expected")
-    p.add_argument("--backend", choices=BACKENDS, default="nccl", help="nccl on GPUs, gloo on CPU tensors")
-    p.add_argument("--size-mib", type=float, default=1024, help="all-reduce size, MiB (float32)")
-    p.add_argument("--iters", type=int, default=20, help="timed all-reduces")
+    p.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="nccl on GPUs, gloo on CPU tensors")
+    p.add_argument("--size-mib", type=float, default=DEFAULT_SIZE_MIB, help="all-reduce size, MiB (float32)")
+    p.add_argument("--iters", type=int, default=DEFAULT_ITERATIONS, help="timed all-reduces")
     p.add_argument("--warmup", type=int, default=WARMUP_ITERATIONS, help="untimed all-reduces first")
-    p.add_argument("--timeout", type=float, default=300, help="bound on the whole gate, seconds")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="bound on the whole gate, seconds")
     p.add_argument("--address", default="auto", help="Ray cluster address (default: the one this node runs)")
     p.add_argument("--json-out", type=Path, default=None, help="write the measurements and verdict here")
     return p

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
 from ..preflight.verdict import DEFAULT_FRACTION
 from .base import EnvName, PositiveInt, SpecModel
 
@@ -161,13 +162,17 @@ class NcclGate(SpecModel):
         default=DEFAULT_FRACTION, description="Fail under fraction x expected busbw."
     )
     backend: Literal["nccl", "gloo"] = Field(
-        default="nccl",
+        default=DEFAULT_BACKEND,
         description="nccl on GPUs; gloo on CPU tensors, one rank per node, for nodes without CUDA (the local sandbox).",
     )
-    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(default=1024, description="All-reduce message size, MiB.")
-    iterations: Annotated[int, Field(ge=1, le=1000)] = Field(default=20, description="Timed all-reduces.")
+    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(
+        default=DEFAULT_SIZE_MIB, description="All-reduce message size, MiB."
+    )
+    iterations: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=DEFAULT_ITERATIONS, description="Timed all-reduces."
+    )
     timeout_seconds: Annotated[int, Field(ge=10, le=3600)] = Field(
-        default=300, description="Bound on the whole gate, placement included: it never hangs the job."
+        default=DEFAULT_TIMEOUT_S, description="Bound on the whole gate, placement included: it never hangs the job."
     )
     all_reduce_perf: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./+-]+$")] = Field(
         default="all_reduce_perf",

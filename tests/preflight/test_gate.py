@@ -100,3 +100,16 @@ def test_command_line_is_what_the_program_parses(stack: str) -> None:
 def test_bad_gate_settings_are_rejected_with_where_and_why(nccl: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match=re.escape(message)):
         _with_gate("onprem-slurm", nccl)
+
+
+def test_the_spec_offers_exactly_the_backends_and_fabrics_the_gate_knows() -> None:
+    """The spec's choices and the gate's must not drift: a value one accepts the other would refuse."""
+    import typing
+
+    from grpo_infra.preflight.ray_allreduce import BACKENDS
+    from grpo_infra.preflight.verdict import FABRIC_KINDS
+    from grpo_infra.spec.job import NcclGate
+    from grpo_infra.spec.pools import Fabric
+
+    assert set(typing.get_args(NcclGate.model_fields["backend"].annotation)) == set(BACKENDS)
+    assert set(typing.get_args(Fabric.model_fields["kind"].annotation)) == set(FABRIC_KINDS)
