@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from grpo_infra import nodepools as render
 from grpo_infra.spec import Environment
+from grpo_infra.spec.load import stack_source
 from grpo_infra.spec.pools import Pool
 
 # Provider SDK module → the extra of this project that installs it.
@@ -168,7 +169,7 @@ def deploy_node_pools(env: Environment) -> list[pulumi.Resource]:
             else:
                 pools.append(ExistingNodePool(pool.name, ExistingNodePoolArgs.of(env, pool)))
     except render.NodePoolError as exc:
-        raise pulumi.RunError(f"stacks/Pulumi.{pulumi.get_stack()}.yaml: {exc}") from None
+        raise pulumi.RunError(f"{stack_source(pulumi.get_stack())}: {exc}") from None
     releases = render.device_plugin_releases(env)
     if releases:
         pools.append(GpuDevicePlugins("gpu-device-plugins", releases))

@@ -9,6 +9,7 @@ from pulumi.runtime.config import get_config, is_config_secret
 
 from grpo_infra.check import violations
 from grpo_infra.spec import ENVIRONMENT_KEY, PROJECT, Environment, SpecError, environment_from_config
+from grpo_infra.spec.load import stack_source
 
 
 def read_environment() -> Environment:
@@ -17,7 +18,7 @@ def read_environment() -> Environment:
     Bad input stops the program with the same one-line message `grpo-infra synth` prints.
     """
     stack = pulumi.get_stack()
-    source = f"stacks/Pulumi.{stack}.yaml"
+    source = stack_source(stack)
     config: dict[str, Any] = {}
     secret_keys = set()
     raw = pulumi.Config(PROJECT).get_object("environment")

@@ -20,6 +20,7 @@ import typer
 from rich.table import Table
 
 from .. import synth as synthesis
+from ..spec.load import stack_path
 from .common import BAD_INPUT, RootOption, console, fail, load, project_root
 
 
@@ -74,7 +75,7 @@ def render_at_ref(stack: str, ref: str, base: Path) -> dict[str, str]:
         tree = Path(tmp) / "tree"
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tree, filter="data")
-        if not (tree / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+        if not stack_path(stack, tree).is_file():
             return {}
         out = Path(tmp) / "out"
         env = {**os.environ, "PYTHONPATH": str(tree)}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import synth
+from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
 from .plan import (
     BRIDGE,
@@ -118,7 +119,7 @@ def up(
     plan = make_plan(stack, env, nodes, root=root)
     _check_subnet_free(plan)
     files = synth.render(plan.env) if files is None else files
-    for needed in ("slurm/slurm.conf", "slurm/gres.conf", "slurm/grpo.sbatch"):
+    for needed in ("slurm/slurm.conf", "slurm/gres.conf", SBATCH_PATH):
         if needed not in files:
             raise SandboxError(f"stack {stack} renders no {needed}; the sandbox runs the rendered Slurm files")
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import hostlist
 
+from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
 
 # Everything the sandbox writes lives under this directory (the local-slurm stack names paths in it).
@@ -143,7 +144,7 @@ class Plan:
 
     @property
     def sbatch(self) -> Path:
-        return self.stack_dir / "slurm" / "grpo.sbatch"
+        return self.stack_dir / SBATCH_PATH
 
     @property
     def munge_dir(self) -> Path:

@@ -76,7 +76,12 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def stack_path(stack: str, root: Path) -> Path:
-    return root / "stacks" / f"Pulumi.{stack}.yaml"
+    return root / stack_source(stack)
+
+
+def stack_source(stack: str) -> str:
+    """The stack file as messages name it, relative to the project."""
+    return f"stacks/Pulumi.{stack}.yaml"
 
 
 def list_stacks(root: Path) -> list[str]:

@@ -208,10 +208,13 @@ class Pool(SpecModel):
                         "an EFA pool takes exactly one subnet in eks.subnetIds (EFA traffic stays in one subnet)"
                     )
         if self.gke is not None:
-            if gpu_taint is None or gpu_taint.value != "present":
+            from ..nodepools.gke import GKE_GPU_TAINT
+
+            key, value, effect = GKE_GPU_TAINT
+            if not any((t.key, t.value, t.effect) == GKE_GPU_TAINT for t in self.taints):
                 raise ValueError(
-                    "a gke GPU node carries the taint nvidia.com/gpu=present:NoSchedule (GKE adds it); add "
-                    "{key: nvidia.com/gpu, value: present, effect: NoSchedule} to `taints` so the gang tolerates it"
+                    f"a gke GPU node carries the taint {key}={value}:{effect} (GKE adds it); add "
+                    f"{{key: {key}, value: {value}, effect: {effect}}} to `taints` so the gang tolerates it"
                 )
             match = re.fullmatch(r"a\d+[a-z]*-[a-z]+-(\d+)g", self.gke.machine_type)
             if match and int(match.group(1)) != self.gpu.per_node:
