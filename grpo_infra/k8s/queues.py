@@ -70,7 +70,9 @@ def resource_flavors(env: Environment) -> list[dict[str, Any]]:
         if env.kubernetes.topology is not None:
             spec["topologyName"] = env.kubernetes.topology.name
         flavors.append(_object("ResourceFlavor", pool.name, spec))
-    flavors.append(_object("ResourceFlavor", HEAD_FLAVOR, {}))
+    head = env.kubernetes.head_pool
+    # The head pool's labels: Kueue places the head and the submitter there (empty: any untainted node).
+    flavors.append(_object("ResourceFlavor", HEAD_FLAVOR, {"nodeLabels": dict(head.labels)} if head else {}))
     return flavors
 
 

@@ -120,7 +120,9 @@ def test_secrets_are_pulumi_secrets_and_never_plaintext(stack: str) -> None:
     g, env = graph(stack), env_of(stack)
     assert g.plaintext_secrets == ()
     secrets = g.of_type("kubernetes:core/v1:Secret")
-    assert len(secrets) == len(env.job.secrets)
+    # One per `secure:` value, and the job's Ray token (made once by the program, kept by ignore_changes).
+    assert len(secrets) == len(env.job.secrets) + 1
+    assert f"{env.job.name}-ray-token" in {s.inputs["metadata"]["name"] for s in secrets}
     for secret in secrets:
         assert secret.inputs["stringData"] == SECRET
         assert secret.inputs["metadata"]["namespace"] == env.job.tenant

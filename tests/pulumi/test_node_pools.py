@@ -119,7 +119,10 @@ def test_existing_cluster_gpu_operator_when_asked(variant) -> None:
     toleration = {"key": "grpo-infra/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}
     assert operator["values"]["daemonsets"]["tolerations"] == [toleration]
     assert operator["values"]["node-feature-discovery"]["worker"]["tolerations"] == [toleration]
-    assert operator["values"]["driver"] == {"enabled": False}
+    assert operator["values"]["driver"]["enabled"] is False
+    # Every DaemonSet it runs on a GPU node has a stated request, subtracted from the worker's room.
+    for key in ("toolkit", "devicePlugin", "dcgmExporter", "gfd", "validator", "nodeStatusExporter"):
+        assert set(operator["values"][key]["resources"]["requests"]) == {"cpu", "memory"}
 
 
 @pytest.mark.parametrize("stack", ["eks-prod", "gke-dev", "onprem-k8s"])
