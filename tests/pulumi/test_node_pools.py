@@ -111,7 +111,7 @@ def test_existing_cluster_patches_exactly_the_named_hosts() -> None:
 
 def test_existing_cluster_gpu_operator_when_asked(variant) -> None:
     def ask(env: dict) -> None:
-        env["pools"][0]["existing"] = {"installGpuOperator": True}
+        env["pools"][0]["existing"] = {"installGpuOperator": True, "installRdmaDevicePlugin": True}
 
     graph = record("onprem-k8s", variant("onprem-k8s", ask))
     operator = pool_releases(graph)["gpu-operator"]
