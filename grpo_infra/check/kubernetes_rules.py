@@ -45,6 +45,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
         out += _ttl(env, job)
         out += _resources_provided(env, job)
         out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
+    out += _head_pool_capacity(env)
     out += _eks_topology(env)
     out += _host_ports(env)
     return out
@@ -152,6 +153,28 @@ def _head_fit(env: Environment, job: dict[str, Any]) -> list[Violation]:
                 )
             )
     return out
+
+
+def _head_pool_capacity(env: Environment) -> list[Violation]:
+    """The tenants' queues together admit no more heads than the head pool holds."""
+    from ..k8s.queues import head_slots, heads_the_pool_holds
+
+    held = heads_the_pool_holds(env)
+    if held is None:
+        return []
+    admitted = sum(head_slots(env, t) for t in env.tenants)
+    job_tenant = env.tenant(env.job.tenant)
+    if held == 0 or admitted > held or head_slots(env, job_tenant) == 0:
+        return [
+            Violation(
+                "head-pool-capacity",
+                f"{K8S}.headPool.nodes",
+                f"the head pool holds {held} head+submitter pair(s) at once, but the tenants' queues need "
+                f"{max(admitted, 1)} (one per tenant at least): a head admitted beyond that stays Pending",
+                f"{max(admitted, 1) - held} pair(s)",
+            )
+        ]
+    return []
 
 
 def _under(path: str, mount: str) -> bool:

@@ -195,3 +195,12 @@ def extra_reserve(env: Environment) -> tuple[int, int]:
         return 0, 0
     reserve = env.kubernetes.node_reserve
     return round(reserve.cpus * 1000), int(reserve.memory_gib * GIB_MI)
+
+
+def head_room(env: Environment) -> tuple[int, int] | None:
+    """(millicores, MiB) a head-pool node has for pods after `nodeReserve`; None without a head pool."""
+    allocatable = head_allocatable(env)
+    if allocatable is None:
+        return None
+    extra_cpu, extra_memory = extra_reserve(env)
+    return allocatable.cpu_milli - extra_cpu, allocatable.memory_mi - extra_memory

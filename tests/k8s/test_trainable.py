@@ -356,3 +356,31 @@ def test_block_admission_is_the_stacks_choice() -> None:
     assert manager_config(env_of("gke-dev"))["waitForPodsReady"]["blockAdmission"] is True
     env = variant("gke-dev", lambda raw: raw["kubernetes"].update(blockAdmission=False))
     assert manager_config(env)["waitForPodsReady"]["blockAdmission"] is False
+
+
+def test_kueue_admits_no_more_heads_than_the_head_pool_holds() -> None:
+    # eks-prod: one m7i.8xlarge head node has 31.85 - 2 CPUs and 125.1 - 32 GiB after nodeReserve; a head
+    # (16 CPUs, 64 GiB) plus its submitter (0.5, 1 GiB) fits once. Without the cap the quota would admit
+    # 32 / 8 = 4 heads: three stay Pending and their gangs are evicted by waitForPodsReady.
+    queue = next(q for q in by_kind(objects(env_of("eks-prod")), "ClusterQueue"))
+    head = next(f for f in queue["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "ray-head")
+    quota = {r["name"]: r["nominalQuota"] for r in head["resources"]}
+    assert (quota["cpu"], quota["memory"]) == ("16500m", "65Gi")
+
+
+def test_more_tenants_than_head_nodes_is_refused() -> None:
+    def two_tenants(raw: dict[str, Any]) -> None:
+        raw["tenants"] = [
+            {"name": "dev", "queue": "dev", "gpuQuota": 8},
+            {"name": "eval", "queue": "eval", "gpuQuota": 8},
+        ]
+        raw["job"]["nodes"] = 1
+
+    found = [v for v in violations(variant("gke-dev", two_tenants)) if v.rule == "head-pool-capacity"]
+    assert [v.by for v in found] == ["1 pair(s)"]
+
+    def and_two_head_nodes(raw: dict[str, Any]) -> None:
+        two_tenants(raw)
+        raw["kubernetes"]["headPool"]["nodes"] = 2
+
+    assert "head-pool-capacity" not in _rules(violations(variant("gke-dev", and_two_head_nodes)))
