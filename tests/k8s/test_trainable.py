@@ -384,3 +384,15 @@ def test_more_tenants_than_head_nodes_is_refused() -> None:
         raw["kubernetes"]["headPool"]["nodes"] = 2
 
     assert "head-pool-capacity" not in _rules(violations(variant("gke-dev", and_two_head_nodes)))
+
+
+@pytest.mark.parametrize(
+    "network",
+    [{"mode": "host", "hostPortStart": 20000}, {"mode": "secondary", "attachment": "rl-team/roce-net"}],
+    ids=["host", "secondary"],
+)
+def test_network_variants_and_the_rdma_plugin_validate(network: dict[str, Any]) -> None:
+    from grpo_infra.validate import validate_objects
+
+    env = variant("onprem-k8s", lambda raw: raw["kubernetes"].update(network=network))
+    assert validate_objects([*objects(env), *rdma_device_plugin_objects(env)]) == []
