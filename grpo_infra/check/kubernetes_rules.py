@@ -17,6 +17,7 @@ from ..k8s.placement import parse_quantity
 from ..k8s.pod_security import ENFORCE_LABEL, LEVELS, baseline_failures, job_pods, pod_level, restricted_failures
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..validate.rules import admission_errors, rayjob_errors
+from .paths import unshared
 from .slurm_rules import EPHEMERAL_PORTS
 from .violation import Violation
 
@@ -177,36 +178,24 @@ def _head_pool_capacity(env: Environment) -> list[Violation]:
     return []
 
 
-def _under(path: str, mount: str) -> bool:
-    return mount == "/" or path == mount or path.startswith(mount.rstrip("/") + "/")
-
-
 def _paths_on_volumes(env: Environment, job: dict[str, Any]) -> list[Violation]:
     """The model, the data and the checkpoint directory lie on a volume mounted in the head and every worker:
     the image's own file system holds none of them, and each pod has its own."""
-    paths = [("job.modelPath", env.job.model_path)]
-    paths += [(f"job.data.trainFiles[{i}]", f) for i, f in enumerate(env.job.data.train_files)]
-    paths += [(f"job.data.valFiles[{i}]", f) for i, f in enumerate(env.job.data.val_files)]
-    paths.append(("job.checkpoint.dir", env.job.checkpoint.dir))
     out = []
     for role, pod in job_pods(job).items():
         if role == "submitter":
             continue
         container = pod["containers"][0]
         mounts = [m["mountPath"] for m in container.get("volumeMounts", []) if m["mountPath"] != "/dev/shm"]
-        for field, path in paths:
-            # Not a local path (a hub model id such as Qwen/Qwen2.5-7B, an hdfs:// or s3:// URL): nothing to mount.
-            if not path.startswith("/"):
-                continue
-            if not any(_under(path, m) for m in mounts):
-                out.append(
-                    Violation(
-                        "path-on-volume",
-                        f"{ENV}.{field}",
-                        f"{path} is on no volume of the {role} pod (mounted: {', '.join(mounts) or 'none'}); "
-                        "add a `kubernetes.volumes` entry mounted above it",
-                    )
+        for field, path in unshared(env, mounts):
+            out.append(
+                Violation(
+                    "path-on-volume",
+                    f"{ENV}.{field}",
+                    f"{path} is on no volume of the {role} pod (mounted: {', '.join(mounts) or 'none'}); "
+                    "add a `kubernetes.volumes` entry mounted above it",
                 )
+            )
     return out
 
 

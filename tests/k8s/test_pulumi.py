@@ -137,3 +137,15 @@ def test_stack_outputs(stack: str) -> None:
     assert out["rayJob"] == f"{env.job.tenant}/{env.job.name}"
     assert out["dashboard"].startswith(f"kubectl -n {env.job.tenant} port-forward ")
     assert "8265:8265" in out["dashboard"]
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_the_rayjob_waits_for_its_ray_token_secret(stack: str) -> None:
+    g, env = graph(stack), env_of(stack)
+    token = next(
+        s for s in g.of_type("kubernetes:core/v1:Secret") if s.inputs["metadata"]["name"] == f"{env.job.name}-ray-token"
+    )
+    assert token.inputs["stringData"] == SECRET
+    job = next(r for r in g.resources if r.type == "kubernetes:ray.io/v1:RayJob")
+    # KubeRay reads the Secret when it creates the Ray pods; created first, deleted after the RayJob.
+    assert token.urn in job.dependencies
