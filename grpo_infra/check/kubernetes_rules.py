@@ -46,6 +46,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
         out += _ttl(env, job)
         out += _resources_provided(env, job)
         out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
+    out += _machine_shapes(env)
     out += _head_pool_capacity(env)
     out += _eks_topology(env)
     out += _host_ports(env)
@@ -153,6 +154,36 @@ def _head_fit(env: Environment, job: dict[str, Any]) -> list[Violation]:
                     short,
                 )
             )
+    return out
+
+
+def _machine_shapes(env: Environment) -> list[Violation]:
+    """A pool's `cpus`/`memoryGib` are those of its machine type, where the project knows the type: a pool
+    claiming more sizes a worker no node can hold."""
+    from ..k8s.allocatable import MACHINE_SHAPES
+
+    assert env.kubernetes is not None
+    declared: list[tuple[str, str | None, int, int]] = []
+    for i, pool in enumerate(env.pools):
+        machine = pool.eks.instance_type if pool.eks else pool.gke.machine_type if pool.gke else None
+        declared.append((f"{ENV}.pools[{i}]", machine, pool.cpus, pool.memory_gib))
+    head = env.kubernetes.head_pool
+    if head is not None:
+        machine = head.eks.instance_type if head.eks else head.gke.machine_type if head.gke else None
+        declared.append((f"{K8S}.headPool", machine, head.cpus, head.memory_gib))
+    out = []
+    for where, machine, cpus, memory in declared:
+        if machine not in MACHINE_SHAPES or MACHINE_SHAPES[machine] == (cpus, memory):
+            continue
+        real_cpus, real_memory = MACHINE_SHAPES[machine]
+        out.append(
+            Violation(
+                "machine-shape",
+                where,
+                f"a {machine} has {real_cpus} vCPUs and {real_memory} GiB; the stack says {cpus} and {memory}",
+                f"{max(cpus - real_cpus, 0)} CPUs, {max(memory - real_memory, 0)} GiB",
+            )
+        )
     return out
 
 

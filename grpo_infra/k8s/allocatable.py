@@ -42,6 +42,25 @@ EKS_ENIS: dict[str, tuple[int, int]] = {
     "m7i.12xlarge": (8, 30),
     "m7i.16xlarge": (15, 50),
 }
+# (vCPUs, memory GiB) of machine types whose shape the project has checked, so a pool cannot claim more
+# than its machines have. EC2: https://aws.amazon.com/ec2/instance-types/ (p5, p4, m7i pages);
+# GCE: https://cloud.google.com/compute/docs/accelerator-optimized-machines (A3) and
+# https://cloud.google.com/compute/docs/general-purpose-machines (N2 standard: 4 GB per vCPU).
+MACHINE_SHAPES: dict[str, tuple[int, int]] = {
+    "p4d.24xlarge": (96, 1152),
+    "p4de.24xlarge": (96, 1152),
+    "p5.48xlarge": (192, 2048),
+    "p5e.48xlarge": (192, 2048),
+    "p5en.48xlarge": (192, 2048),
+    "m7i.2xlarge": (8, 32),
+    "m7i.4xlarge": (16, 64),
+    "m7i.8xlarge": (32, 128),
+    "m7i.12xlarge": (48, 192),
+    "m7i.16xlarge": (64, 256),
+    "a3-highgpu-8g": (208, 1872),
+    "a3-megagpu-8g": (208, 1872),
+    **{f"n2-standard-{n}": (n, 4 * n) for n in (8, 16, 32, 48, 64)},
+}
 # (upper bound of the tier, fraction reserved inside it); the last tier is open-ended.
 _CPU_TIERS_MILLI = ((1000, 0.06), (2000, 0.01), (4000, 0.005), (None, 0.0025))
 _GKE_MEMORY_TIERS_MI = (

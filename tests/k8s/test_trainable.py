@@ -396,3 +396,11 @@ def test_network_variants_and_the_rdma_plugin_validate(network: dict[str, Any]) 
 
     env = variant("onprem-k8s", lambda raw: raw["kubernetes"].update(network=network))
     assert validate_objects([*objects(env), *rdma_device_plugin_objects(env)]) == []
+
+
+def test_a_pool_claiming_more_than_its_machine_is_refused() -> None:
+    # a3-highgpu-8g: 208 vCPUs, 1872 GB (GCE's A3 table); a pool that says 2048 GiB would size every
+    # worker 176 GiB beyond what a node has.
+    env = variant("gke-dev", lambda raw: raw["pools"][0].update(memoryGib=2048))
+    found = [v for v in violations(env) if v.rule == "machine-shape"]
+    assert [(v.where.rsplit(".", 1)[-1], v.by) for v in found] == [("pools[0]", "0 CPUs, 176 GiB")]
