@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec import Environment
+from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
 from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
 from .namespaces import MANAGED_BY
@@ -209,7 +210,9 @@ def _volumes(env: Environment, memory_mi: int) -> list[dict[str, Any]]:
     return [dshm, {"name": "checkpoints", **checkpoint_source(env)}, *shared]
 
 
-def volume_source(claim: str | None, nfs: Any, host_path: str | None, read_only: bool = False) -> dict[str, Any]:
+def volume_source(
+    claim: str | None, nfs: NfsExport | None, host_path: str | None, read_only: bool = False
+) -> dict[str, Any]:
     """A pod volume source from one of a claim, an NFS export or a host path."""
     if claim is not None:
         source: dict[str, Any] = {"claimName": claim}
@@ -235,10 +238,10 @@ def checkpoint_source(env: Environment) -> dict[str, Any]:
 def ray_auth_options(env: Environment) -> dict[str, Any]:
     """`authOptions` of the Ray cluster: token authentication unless the stack disabled it.
 
-    With `mode: token` and no `secretName`, KubeRay (>= 1.5.1) generates a Secret named after the
-    RayCluster (key `auth_token`), owned by it, and sets `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` on every Ray
-    container and on the K8sJobMode submitter; its own dashboard client sends the token too. No token
-    is ever rendered here. (`enableK8sTokenAuth` is rejected for RayJobs by KubeRay: not used.)
+    With `mode: token`, KubeRay (>= 1.5.1) sets `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` on every Ray container
+    and on the K8sJobMode submitter from the Secret `secretName` names (`ray_token_secret_name`, made
+    by Pulumi), and its own dashboard client sends the token too. No token is ever rendered here.
+    (`enableK8sTokenAuth` is rejected for RayJobs by KubeRay: not used.)
     """
     assert env.kubernetes is not None
     mode = env.kubernetes.ray_job.ray_auth
