@@ -147,7 +147,16 @@ def record(stack: str, root: Path, program: Callable[[], None] | None = None) ->
     `GraphError` when the program fails (its message is the one `pulumi up` would print).
     """
     loaded = load_stack(stack, root)  # bad input: the same SpecError `synth` reports
-    config, secret_keys = stack_config(loaded.path)
+    return record_file(stack, loaded.path, program)
+
+
+def record_file(stack: str, path: Path, program: Callable[[], None] | None = None) -> Graph:
+    """Run `program` on the config of the stack file at `path`, with no validation before the program's own.
+
+    This is what `pulumi up` does: the CLI hands the file's config to the program, so the program must
+    refuse a bad or infeasible stack by itself. Raises `GraphError` with the program's message.
+    """
+    config, secret_keys = stack_config(path)
     if program is None:
         from components.program import deploy
 
