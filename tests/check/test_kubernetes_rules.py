@@ -46,3 +46,17 @@ def test_a_rayjob_the_webhooks_would_refuse_is_a_kuberay_webhook_violation(
 
 def test_the_shipped_rayjob_passes_the_webhooks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _with_rayjob_change(monkeypatch, lambda j: None) == []
+
+
+def test_an_untainted_pool_is_refused_because_the_head_takes_its_quota() -> None:
+    """docs/check.md: without a taint, Kueue may assign the head to the pool's flavor (listed first),
+    which then lacks the CPU its workers need; the stricter model of old called this stack feasible."""
+    from tests.k8s.conftest import variant
+
+    def untaint(raw: dict[str, Any]) -> None:
+        for pool in raw["pools"]:
+            pool.pop("taints", None)
+
+    found = violations(variant("onprem-k8s", untaint))
+    assert [v.rule for v in found] == ["kueue-admission"], found
+    assert "after pod sets head" in found[0].message
