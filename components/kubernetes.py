@@ -260,10 +260,13 @@ class GrpoRayJob(pulumi.ComponentResource):
 
 def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
     """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
-    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)))
+    # Operators wait for the node pools, so `pulumi destroy` removes them before the pools: the pools'
+    # nodes outlive the operators that drain the finalizers of what ran on them.
+    after_pools = pulumi.ResourceOptions(depends_on=list(depends_on))
+    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)), after_pools)
     operators: list[pulumi.Resource] = [kuberay]
     if uses_kueue(env):
-        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env))))
+        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env)), after_pools))
     tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
     # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
     queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))
