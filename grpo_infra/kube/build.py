@@ -34,6 +34,7 @@ from grpo_infra.kube.versions import (
 )
 
 WRAPPER_PREFIX = "grpo-infra.local/kube"
+LANGUAGE_HOST = "github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3"
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ class Binary:
     version: str
     package: str
     ldflags: tuple[str, ...] = ()
-    optional: bool = False
+    # Files of the module the program needs at run time (CRDs, webhook manifests, KWOK's stages),
+    # copied next to the binary: (module, path inside it).
+    data: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Group:
     binaries: tuple[Binary, ...] = ()
     # Files written into the wrapper (a main package of ours), keyed by relative path.
     sources: dict[str, str] = field(default_factory=dict)
+    # Not needed for the local cluster to work: a failure is reported and the run still succeeds.
+    optional: bool = False
 
 
 def _k8s_version_ldflags(version: str) -> tuple[str, ...]:
@@ -138,18 +143,37 @@ def groups() -> tuple[Group, ...]:
                 Binary("kube-controller-manager", KUBERNETES, f"{k8s}/cmd/kube-controller-manager", k8s_flags),
                 Binary("kube-scheduler", KUBERNETES, f"{k8s}/cmd/kube-scheduler", k8s_flags),
                 Binary("kubectl", KUBERNETES, f"{k8s}/cmd/kubectl", k8s_flags),
-                Binary("kueue", KUEUE, f"{kueue}/cmd/kueue"),
+                Binary(
+                    "kueue",
+                    KUEUE,
+                    f"{kueue}/cmd/kueue",
+                    data=(
+                        (kueue, "config/components/crd/bases"),
+                        (kueue, "config/components/crd/patches"),
+                        (kueue, "config/components/webhook/manifests.yaml"),
+                    ),
+                ),
             ),
         ),
         Group(
             name="kuberay",
             requires={ray: KUBERAY},
-            binaries=(Binary("ray-operator", KUBERAY, ray),),
+            binaries=(Binary("ray-operator", KUBERAY, ray, data=((ray, "config/crd/bases"),)),),
         ),
         Group(
             name="kwok",
             requires={"sigs.k8s.io/kwok": KWOK},
-            binaries=(Binary("kwok", KWOK, "sigs.k8s.io/kwok/cmd/kwok"),),
+            binaries=(
+                Binary(
+                    "kwok",
+                    KWOK,
+                    "sigs.k8s.io/kwok/cmd/kwok",
+                    data=tuple(
+                        ("sigs.k8s.io/kwok", f"kustomize/stage/{stage}")
+                        for stage in ("node/fast", "node/heartbeat", "pod/fast")
+                    ),
+                ),
+            ),
         ),
         Group(
             name="pulumi",
@@ -165,6 +189,14 @@ def groups() -> tuple[Group, ...]:
                     (f"-X {pulumi_sdk}/go/common/version.Version={PULUMI}",),
                 ),
             ),
+        ),
+        Group(
+            # The Python language host is its own module with no tags; the Automation API's inline
+            # programs (what grpo_infra.kube.pulumi drives) do not need it.
+            name="pulumi-language-python",
+            requires={LANGUAGE_HOST: PULUMI},
+            binaries=(Binary("pulumi-language-python", PULUMI, LANGUAGE_HOST),),
+            optional=True,
         ),
         Group(
             name="pulumi-kubernetes",
@@ -218,9 +250,8 @@ def _module_dir(module: str, version: str, cwd: Path, log: Path) -> Path:
     except json.JSONDecodeError:
         info = {}
     if proc.returncode != 0 or "Dir" not in info:
-        raise BuildError(
-            f"{module}@{version} is not served by the Go module proxy: {info.get('Error') or _first_error(proc.stderr)}"
-        )
+        reason = " ".join((info.get("Error") or _first_error(proc.stderr)).split())
+        raise BuildError(f"{module}@{version} is not served by the Go module proxy: {reason}")
     return Path(info["Dir"])
 
 
@@ -335,6 +366,22 @@ def build_binary(group: Group, binary: Binary, src: Path, log: Path) -> None:
     say(f"{binary.component} {binary.version}: built in {seconds}s ({out.stat().st_size // 2**20} MiB)")
 
 
+def copy_data(binary: Binary, log: Path) -> None:
+    """Copy the module files a program reads at run time into `<component>-<version>/data/`."""
+    for module, rel in binary.data:
+        target = binary_dir(binary) / "data" / rel
+        if target.exists():
+            continue
+        source = _module_dir(module, binary.version, binary_dir(binary), log) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("testdata", "*.go"))
+        else:
+            shutil.copyfile(source, target)
+        for path in [target, *target.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
 def build(selected: set[str] | None, log_dir: Path) -> int:
     if shutil.which("go") is None:
         say("Go toolchain not found on PATH: install Go >= 1.25 (https://go.dev/doc/install) and re-run")
@@ -343,20 +390,29 @@ def build(selected: set[str] | None, log_dir: Path) -> int:
     for group in groups():
         wanted = [b for b in group.binaries if selected is None or b.component in selected]
         todo = [b for b in wanted if not is_built(b)]
+        log = log_dir / f"{group.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
         for b in wanted:
             if b not in todo:
                 say(f"{b.component} {b.version}: cached at {binary_path(b.component, b.version)}")
-        if not todo:
-            continue
-        log = log_dir / f"{group.name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
         try:
+            for b in wanted:
+                if b not in todo:
+                    copy_data(b, log)
+            if not todo:
+                continue
             say(f"{group.name}: resolving modules (log: {log})")
+            for module, version in group.requires.items():
+                _module_dir(module, version, log.parent, log)
             src = prepare(group, log)
             for b in todo:
                 say(f"{b.component} {b.version}: building {b.package}")
                 build_binary(group, b, src, log)
+                copy_data(b, log)
         except BuildError as exc:
+            if group.optional:
+                say(f"skipped (optional) {exc}")
+                continue
             say(f"FAILED {exc}")
             failures.append(str(exc))
     if failures:
