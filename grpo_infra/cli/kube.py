@@ -20,7 +20,7 @@ StackOption = Annotated[str, typer.Option("--stack", help="Stack whose pools bec
 
 
 @app.command()
-def up(stack: StackOption = "onprem-k8s", root: RootOption = None) -> None:
+def up(stack: StackOption = "local-k8s", root: RootOption = None) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
     loaded = load(stack, root)
     try:
