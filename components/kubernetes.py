@@ -231,12 +231,17 @@ class GrpoRayJob(pulumi.ComponentResource):
         self.register_outputs(outputs)
 
 
-def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
-    """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
-    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)))
-    operators: list[pulumi.Resource] = [kuberay]
-    if uses_kueue(env):
-        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env))))
+def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource], install_operators: bool = True) -> None:
+    """Operators, tenants, queues and the RayJob, each waiting for what it needs.
+
+    `install_operators=False` is for a cluster that already runs KubeRay and Kueue with their CRDs
+    (the local cluster of `grpo-infra kube up` runs them as processes): their charts are skipped.
+    """
+    operators: list[pulumi.Resource] = []
+    if install_operators:
+        operators.append(KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env))))
+        if uses_kueue(env):
+            operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env))))
     tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
     # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
     queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))

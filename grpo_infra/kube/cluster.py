@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from ..engine import Settings
 from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..processes import pid_of, stop, wait_for
 from ..spec import Environment
@@ -442,4 +443,21 @@ def env_exports(root: Path = ROOT) -> str:
             "export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true",
             f"# local cluster of stack {state['stack']}: kubectl get nodes",
         ]
+    )
+
+
+def engine_settings(stack: str, root: Path = ROOT) -> Settings:
+    """The Pulumi engine pointed at the local cluster: its kubeconfig, a file backend under the
+    cluster's root, and the operators the cluster already runs."""
+    load_state(root)
+    require_tools(PULUMI_TOOLS)
+    paths = Paths(root)
+    return Settings(
+        pulumi=Path(tool("pulumi")),
+        provider_dir=Path(tool("pulumi-resource-kubernetes")).parent,
+        backend_url=f"file://{paths.pulumi_state}",
+        pulumi_home=paths.pulumi_home,
+        work_dir=paths.root / "pulumi-work" / stack,
+        kubeconfig=paths.kubeconfig,
+        operators_installed=True,
     )
