@@ -82,9 +82,7 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
     objects = render.objects(env)
     apply_stack(kube, objects)
     try:
-        wait_until(
-            lambda: next(iter(get(kube, "workloads", "-n", env.job.tenant)["items"]), None), 30, "a Workload"
-        )
+        wait_until(lambda: next(iter(get(kube, "workloads", "-n", env.job.tenant)["items"]), None), 30, "a Workload")
         conditions = {c["type"]: c for c in wait_until(lambda: workload_conditions(kube, env), 30, "conditions")}
         assert conditions["QuotaReserved"]["status"] == "False"
         assert ray_job(kube, env)["spec"]["suspend"] is True
