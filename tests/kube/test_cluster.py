@@ -3,6 +3,7 @@ real CRDs, the gang admitted whole or not at all, the RayCluster made and Ready 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -98,3 +99,44 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
 def workload_conditions(paths: Paths, env) -> list[dict[str, Any]]:
     items = get(paths, "workloads", "-n", env.job.tenant)["items"]
     return items[0].get("status", {}).get("conditions", []) if items else []
+
+
+def gang(env, name: str, priority: str) -> dict[str, Any]:
+    """The stack's RayJob under another name and WorkloadPriorityClass (same queue, same size)."""
+    job = copy.deepcopy(render.ray_job(env))
+    job["metadata"]["name"] = name
+    job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    return job
+
+
+def test_a_high_priority_gang_preempts_a_low_one_whole(kube: Paths) -> None:
+    """The queues allow preemption within a ClusterQueue by lower priority (queues.py
+    `withinClusterQueue: LowerPriority`): the low gang is evicted whole, the high one admitted."""
+    env = local_k8s()
+    base = [o for o in render.objects(env) if o["kind"] != "RayJob"]
+    apply_stack(kube, base)
+    low, high = gang(env, "gang-low", "grpo-low"), gang(env, "gang-high", "grpo-high")
+    try:
+        apply_stack(kube, [low])
+        wait_until(lambda: worker_pods(kube, env, "gang-low") == 3, 90, "the low gang's 3 workers")
+        apply_stack(kube, [high])
+        wait_until(
+            lambda: get(kube, "rayjob", "gang-high", "-n", env.job.tenant)["spec"].get("suspend") is False,
+            90,
+            "high admitted",
+        )
+        wait_until(lambda: worker_pods(kube, env, "gang-low") == 0, 90, "none of the low gang's pods left")
+        assert get(kube, "rayjob", "gang-low", "-n", env.job.tenant)["spec"]["suspend"] is True
+        wait_until(lambda: worker_pods(kube, env, "gang-high") == 3, 90, "the high gang's 3 workers")
+    finally:
+        delete_stack(kube, [*base, low, high])
+
+
+def worker_pods(paths: Paths, env, job: str) -> int:
+    return sum(
+        1
+        for p in pods(paths, env.job.tenant)
+        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+        and p["metadata"]["labels"].get("ray.io/cluster", "").startswith(job)
+        and not p["metadata"].get("deletionTimestamp")
+    )
