@@ -67,7 +67,9 @@ def tool(name: str) -> str:
     return str({**TOOLS, **PULUMI_TOOLS}[name].path)
 
 
-def kubectl(paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
+def run_kubectl(
+    paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """kubectl against the local cluster; a failure is a KubeError with kubectl's own message."""
     proc = subprocess.run(
         [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", *args],
@@ -79,13 +81,29 @@ def kubectl(paths: Paths, *args: str, stdin: str | None = None, check: bool = Tr
     )
     if check and proc.returncode != 0:
         raise KubeError(f"kubectl {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+    return proc
 
 
-def apply(paths: Paths, objects: Sequence[dict[str, Any]], *extra: str) -> str:
-    """Server-side apply, as Pulumi's provider does: the API server validates against the real schemas."""
+def kubectl(paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    return run_kubectl(paths, *args, stdin=stdin, check=check, timeout=timeout).stdout
+
+
+def apply(paths: Paths, objects: Sequence[dict[str, Any]], validate: str = "strict") -> list[str]:
+    """Server-side apply, as Pulumi's provider does: the API server validates against the real
+    schemas. `validate="warn"` accepts fields a schema lacks (dropping them) and returns the API
+    server's warnings; `strict` refuses them."""
     text = yaml.safe_dump_all(list(objects), sort_keys=False)
-    return kubectl(paths, "apply", "--server-side", "--field-manager=grpo-infra-kube", *extra, "-f", "-", stdin=text)
+    proc = run_kubectl(
+        paths,
+        "apply",
+        "--server-side",
+        "--field-manager=grpo-infra-kube",
+        f"--validate={validate}",
+        "-f",
+        "-",
+        stdin=text,
+    )
+    return [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("Warning:")]
 
 
 # --------------------------------------------------------------------------------------- processes
