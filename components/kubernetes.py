@@ -258,15 +258,20 @@ class GrpoRayJob(pulumi.ComponentResource):
         self.register_outputs(outputs)
 
 
-def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
-    """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
+def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource], install_operators: bool = True) -> None:
+    """Operators, tenants, queues and the RayJob, each waiting for what it needs.
+
+    `install_operators=False` is for a cluster that already runs KubeRay and Kueue with their CRDs
+    (the local cluster of `grpo-infra kube up` runs them as processes): their charts are skipped.
+    """
     # Operators wait for the node pools, so `pulumi destroy` removes them before the pools: the pools'
     # nodes outlive the operators that drain the finalizers of what ran on them.
     after_pools = pulumi.ResourceOptions(depends_on=list(depends_on))
-    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)), after_pools)
-    operators: list[pulumi.Resource] = [kuberay]
-    if uses_kueue(env):
-        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env)), after_pools))
+    operators: list[pulumi.Resource] = []
+    if install_operators:
+        operators.append(KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)), after_pools))
+        if uses_kueue(env):
+            operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env)), after_pools))
     tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
     # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
     queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))
