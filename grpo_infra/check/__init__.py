@@ -11,7 +11,7 @@ from .gang_rules import gang_violations
 from .verl_rules import verl_violations
 from .violation import Violation
 
-__all__ = ["Violation", "violations"]
+__all__ = ["Violation", "violations", "warnings"]
 
 
 def violations(env: Environment) -> list[Violation]:
@@ -26,3 +26,12 @@ def violations(env: Environment) -> list[Violation]:
 
         found += slurm_violations(env)
     return found
+
+
+def warnings(env: Environment) -> list[Violation]:
+    """What `check` cannot prove wrong but the stack does not show right; printed, never refused."""
+    if env.target == "slurm":
+        from .slurm_rules import slurm_warnings
+
+        return slurm_warnings(env)
+    return []

@@ -1,6 +1,9 @@
-"""Slurm feasibility: the job against its partition, and its Ray ports and interface against the nodes."""
+"""Slurm feasibility: the job against its partition, its Ray ports and interface against the nodes,
+the nodes' layout, the tenants' QOS, the time-limit checkpoint; and where the job's files live."""
 
 from __future__ import annotations
+
+from pathlib import PurePosixPath
 
 from ..ports import block_count
 from ..spec import ENVIRONMENT_KEY, Environment
@@ -16,7 +19,31 @@ EPHEMERAL_PORTS = (32768, 60999)
 def slurm_violations(env: Environment) -> list[Violation]:
     """Time against MaxTime, the port range against the kernel's ephemeral range, the interface against the fabric."""
     assert env.slurm is not None
-    return [*_time(env), *_ports(env), *_interface(env)]
+    return [*_time(env), *_ports(env), *_interface(env), *_node_layouts(env), *_qos(env), *_checkpoint(env)]
+
+
+def slurm_warnings(env: Environment) -> list[Violation]:
+    """What may still be wrong but `check` cannot know: paths the stack does not declare shared, a quota
+    on the QOS every association uses by default."""
+    assert env.slurm is not None
+    return [*_shared_paths(env), *_default_qos(env)]
+
+
+# The QOS slurmdbd creates and gives every association unless told otherwise (sacctmgr(1), "QosLevel").
+DEFAULT_QOS = "normal"
+
+
+def _default_qos(env: Environment) -> list[Violation]:
+    return [
+        Violation(
+            "slurm-qos-default",
+            f"{ENVIRONMENT_KEY}.tenants[{i}].queue",
+            f"tenant {t.name} submits to QOS {DEFAULT_QOS}, the default QOS of every account: accounting.sh's "
+            f"GrpTRES=gres/gpu={t.gpu_quota} on it would cap everyone who uses it, not only {t.name}",
+        )
+        for i, t in enumerate(env.tenants)
+        if t.queue == DEFAULT_QOS
+    ]
 
 
 def _time(env: Environment) -> list[Violation]:
@@ -76,3 +103,158 @@ def _interface(env: Environment) -> list[Violation]:
             )
         ]
     return []
+
+
+def _node_layouts(env: Environment) -> list[Violation]:
+    """Each pool's NodeName line must say what `slurmd -C` finds, or slurmd drains the node.
+
+    slurmctld compares a registering node with its NodeName line and drains it ("Low socket*core*thread
+    count", "Low RealMemory") when it has less (slurm.conf(5), NodeName, Slurm 22.05).
+    """
+    slurm = env.slurm
+    assert slurm is not None
+    out = []
+    pools = {p.name: p for p in env.pools}
+    for i, layout in enumerate(slurm.node_layouts):
+        where = f"{SLURM}.nodeLayouts[{i}]"
+        pool = pools.get(layout.pool)
+        if pool is None:
+            out.append(Violation("slurm-node-layout", f"{where}.pool", f"{layout.pool} is not a pool"))
+            continue
+        if layout.cpus != pool.cpus:
+            out.append(
+                Violation(
+                    "slurm-node-layout",
+                    where,
+                    f"{layout.sockets} sockets x {layout.cores_per_socket} cores x {layout.threads_per_core} threads "
+                    f"= {layout.cpus} CPUs, but pool {pool.name} has cpus {pool.cpus}: slurmd would drain its nodes",
+                    f"{abs(layout.cpus - pool.cpus)} CPUs",
+                )
+            )
+        if layout.mem_spec_limit_mib >= pool.memory_gib * 1024:
+            out.append(
+                Violation(
+                    "slurm-node-layout",
+                    f"{where}.memSpecLimitMib",
+                    f"MemSpecLimit {layout.mem_spec_limit_mib} MiB leaves no memory of pool {pool.name}'s "
+                    f"{pool.memory_gib * 1024} MiB for jobs",
+                )
+            )
+    described = {n.pool for n in slurm.node_layouts}
+    for i, pool in enumerate(env.pools):
+        if pool.name not in described:
+            out.append(
+                Violation(
+                    "slurm-node-layout",
+                    f"{SLURM}.nodeLayouts",
+                    f"pool {pool.name} (pools[{i}]) has no layout: give Sockets, CoresPerSocket and ThreadsPerCore "
+                    "as `slurmd -C` prints them on one of its nodes",
+                )
+            )
+    return out
+
+
+def _qos(env: Environment) -> list[Violation]:
+    """A QOS holds one GrpTRES: tenants sharing a QOS with different quotas would get neither."""
+    out = []
+    by_qos: dict[str, list[tuple[str, int]]] = {}
+    for tenant in env.tenants:
+        by_qos.setdefault(tenant.queue, []).append((tenant.name, tenant.gpu_quota))
+    for qos, tenants in by_qos.items():
+        if len(tenants) > 1:
+            names = ", ".join(f"{name} ({gpus} GPUs)" for name, gpus in tenants)
+            out.append(
+                Violation(
+                    "slurm-qos-shared",
+                    f"{ENVIRONMENT_KEY}.tenants",
+                    f"tenants {names} share QOS {qos}, whose GrpTRES=gres/gpu limit is one number for all of them: "
+                    "give each tenant its own `queue`",
+                )
+            )
+    return out
+
+
+def _checkpoint(env: Environment) -> list[Violation]:
+    """The time-limit path must leave room for a save, and a requeued run must resume."""
+    from ..slurmgen.sbatch import SIGNAL_BEFORE_LIMIT_S
+
+    slurm, checkpoint = env.slurm, env.job.checkpoint
+    assert slurm is not None
+    out = []
+    limit_s = time_limit_minutes(slurm.time_limit) * 60
+    needed = SIGNAL_BEFORE_LIMIT_S + slurm.checkpoint_save_seconds
+    if limit_s <= needed:
+        out.append(
+            Violation(
+                "slurm-checkpoint-window",
+                f"{SLURM}.timeLimit",
+                f"the time-limit signal ({SIGNAL_BEFORE_LIMIT_S} s before the end) and one save "
+                f"(checkpointSaveSeconds {slurm.checkpoint_save_seconds}) need {needed} s; the job has {limit_s} s",
+                f"{needed - limit_s} s",
+            )
+        )
+    if checkpoint.resume == "disable":
+        out.append(
+            Violation(
+                "slurm-requeue-resume",
+                f"{ENVIRONMENT_KEY}.job.checkpoint.resume",
+                "the job requeues itself at the time limit, but resume is `disable`: every run would start "
+                "from step 0 again; use `auto`",
+            )
+        )
+    return out
+
+
+def _host_path(env: Environment, path: str) -> str | None:
+    """Where a path the job's processes see lies on the host: through a container mount, or itself
+    without a container; None when it is inside the image."""
+    slurm = env.slurm
+    assert slurm is not None
+    if slurm.container.runtime == "none":
+        return path
+    inside = PurePosixPath(path)
+    best: tuple[int, str] | None = None
+    for host, dest in slurm.container.binds():
+        target = PurePosixPath(dest)
+        if inside == target or target in inside.parents:
+            depth = len(target.parts)
+            if best is None or depth > best[0]:
+                best = (depth, str(PurePosixPath(host) / inside.relative_to(target)))
+    return best[1] if best else None
+
+
+def _shared_paths(env: Environment) -> list[Violation]:
+    """Model, data and checkpoints must be on a file system every node sees, or the workers cannot read
+    them and a requeue on other nodes resumes from nothing."""
+    slurm, job = env.slurm, env.job
+    assert slurm is not None
+    shared = [PurePosixPath(p) for p in slurm.shared_paths]
+    paths = [
+        ("modelPath", job.model_path),
+        *((f"data.trainFiles[{i}]", f) for i, f in enumerate(job.data.train_files)),
+        *((f"data.valFiles[{i}]", f) for i, f in enumerate(job.data.val_files)),
+        ("checkpoint.dir", job.checkpoint.dir),
+    ]
+    out = []
+    for field, path in paths:
+        where = f"{ENVIRONMENT_KEY}.job.{field}"
+        host = _host_path(env, path)
+        if host is None:
+            out.append(
+                Violation(
+                    "slurm-shared-paths",
+                    where,
+                    f"{path} is on no container mount: it is inside the image, not on a shared file system",
+                )
+            )
+        elif not any(PurePosixPath(host) == s or s in PurePosixPath(host).parents for s in shared):
+            seen = f" (host path {host})" if host != path else ""
+            declared = ", ".join(slurm.shared_paths) or "none declared"
+            out.append(
+                Violation(
+                    "slurm-shared-paths",
+                    where,
+                    f"{path}{seen} is under no path of slurm.sharedPaths ({declared}): every node must see it",
+                )
+            )
+    return out

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..check import Violation, violations
+from ..check import Violation, violations, warnings
 from ..spec import Environment
 from .common import CHECK_FAILED, RootOption, console, err_console, load
 
@@ -27,6 +27,8 @@ def check(
         found = violations(env)
         sys.stdout.write(json.dumps([asdict(v) for v in found], indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
+    for warning in warnings(env):
+        err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     refuse_if_infeasible(stack, env)
     gang = env.gang
     console.print(
