@@ -26,7 +26,21 @@ def slurm_warnings(env: Environment) -> list[Violation]:
     """What may still be wrong but `check` cannot know: paths the stack does not declare shared, a quota
     on the QOS every association uses by default."""
     assert env.slurm is not None
-    return [*_shared_paths(env), *_default_qos(env)]
+    return [*_shared_paths(env), *_default_qos(env), *_unenforced_quota(env)]
+
+
+def _unenforced_quota(env: Environment) -> list[Violation]:
+    slurm = env.slurm
+    assert slurm is not None
+    if slurm.accounting == "slurmdbd":
+        return []
+    return [
+        Violation(
+            "slurm-quota-unenforced",
+            f"{SLURM}.accounting",
+            "the cluster has no slurmdbd: the tenants' gpuQuota is not enforced on Slurm, any tenant may take every GPU",
+        )
+    ]
 
 
 # The QOS slurmdbd creates and gives every association unless told otherwise (sacctmgr(1), "QosLevel").

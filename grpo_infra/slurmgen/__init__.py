@@ -26,13 +26,14 @@ SBATCH_PATH = "slurm/grpo.sbatch"
 
 
 def render_files(env: Environment) -> dict[str, str]:
-    """`slurm/<file>` for every Slurm file of the stack (topology.conf only when switches are given)."""
+    """`slurm/<file>` for every Slurm file of the stack (topology.conf only with switches, accounting.sh only with slurmdbd)."""
     files = {
         "slurm/slurm.conf": slurm_conf(env),
         "slurm/gres.conf": gres_conf(env),
         SBATCH_PATH: sbatch(env),
-        ACCOUNTING_PATH: accounting_script(env),
     }
+    if env.slurm is not None and env.slurm.accounting == "slurmdbd":
+        files[ACCOUNTING_PATH] = accounting_script(env)
     topology = topology_conf(env)
     if topology is not None:
         files["slurm/topology.conf"] = topology

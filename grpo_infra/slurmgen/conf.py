@@ -98,7 +98,7 @@ def slurm_conf(env: Environment) -> str:
         cluster=slurm.cluster_name,
         include_path=f"{slurm.deploy.directory}/slurm.conf" if slurm.deploy else "<directory>/slurm.conf",
         gres_types=",".join(slurm.gres_types),
-        accounting_tres=",".join(slurm.accounting_tres),
+        accounting_tres=",".join(slurm.accounting_tres) if slurm.accounting == "slurmdbd" else None,
         nodes=node_lines(env),
         partition=slurm.partition,
         partition_nodes=compact([h for p in env.pools for h in p.host_names]),

@@ -188,6 +188,12 @@ class Slurm(SpecModel):
         description="The site's whole GresTypes list, written into the fragment (a second GresTypes line in "
         "slurm.conf replaces the first): list the GRES the site already has and drop its own line.",
     )
+    accounting: Literal["slurmdbd", "none"] = Field(
+        default="slurmdbd",
+        description="`slurmdbd`: the fragment tracks gres/gpu and accounting.sh gives each tenant a QOS with its "
+        "GPU quota; `none`: the cluster has no slurmdbd (slurmctld will not start with a gres TRES then), "
+        "so no tenant quota holds on Slurm.",
+    )
     accounting_tres: list[TresName] = Field(
         default_factory=lambda: ["gres/gpu"],
         description="The site's whole AccountingStorageTRES list, written into the fragment; QOS GrpTRES "

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.slurmgen import ACCOUNTING_PATH, SBATCH_PATH, render_files
-from tests.slurm.variants import SLURM_STACKS, stack
+from grpo_infra.spec import Environment
+from tests.slurm.variants import stack, variant
+
+WITH_SLURMDBD = {
+    "onprem-slurm": stack("onprem-slurm"),
+    "local-slurm+slurmdbd": variant("local-slurm", lambda d: d["slurm"].update(accounting="slurmdbd")),
+}
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
 
@@ -38,9 +44,9 @@ def test_onprem_tenants_get_their_account_and_qos_with_their_quota() -> None:
     assert "cluster=hpc1\n" in script
 
 
-@pytest.mark.parametrize("name", SLURM_STACKS)
+@pytest.mark.parametrize("name", WITH_SLURMDBD)
 def test_the_sbatch_submits_to_a_qos_the_script_creates(name: str) -> None:
-    files = render_files(stack(name))
+    files = render_files(WITH_SLURMDBD[name])
     qos = next(line.split("=", 1)[1] for line in files[SBATCH_PATH].splitlines() if line.startswith("#SBATCH --qos="))
     account = next(
         line.split("=", 1)[1] for line in files[SBATCH_PATH].splitlines() if line.startswith("#SBATCH --account=")
@@ -50,9 +56,20 @@ def test_the_sbatch_submits_to_a_qos_the_script_creates(name: str) -> None:
     assert f"sacctmgr -i add account {account} " in files[ACCOUNTING_PATH]
 
 
-@pytest.mark.parametrize("name", SLURM_STACKS)
+@pytest.mark.parametrize("name", WITH_SLURMDBD)
 def test_script_is_shellcheck_clean(name: str, tmp_path: Path) -> None:
     path = tmp_path / "accounting.sh"
-    path.write_text(render_files(stack(name))[ACCOUNTING_PATH])
+    path.write_text(render_files(WITH_SLURMDBD[name])[ACCOUNTING_PATH])
     proc = subprocess.run([str(SHELLCHECK), "--severity=style", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_without_slurmdbd_no_gres_tres_and_no_script() -> None:
+    """slurmctld 22.05 refuses to start with a gres TRES and no slurmdbd ("fatal: slurmdbd is required to
+    run with TRES gres/gpu"), so a cluster without one gets neither the line nor the script."""
+    env: Environment = stack("local-slurm")
+    files = render_files(env)
+    assert ACCOUNTING_PATH not in files
+    assert "AccountingStorageTRES" not in "".join(
+        line for line in files["slurm/slurm.conf"].splitlines() if not line.startswith("#")
+    )

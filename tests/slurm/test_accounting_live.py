@@ -56,6 +56,7 @@ def _env(tmp: Path) -> Any:
 
     def edit(d: dict[str, Any]) -> None:
         d["pools"][0]["hosts"] = "localhost"
+        d["slurm"]["accounting"] = "slurmdbd"
         d["slurm"]["gres"] = {"files": f"{tmp}/dev/nvidia[0-7]"}
         d["tenants"] = [{"name": "alignment", "queue": "grpo-alignment", "gpuQuota": QUOTA}]
         d["job"].update(tenant="alignment", nodes=1)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner
 
 from grpo_infra.check import violations, warnings
 from grpo_infra.cli import app
 from grpo_infra.spec import Environment
 from tests.conftest import ROOT
-from tests.slurm.variants import SLURM_STACKS, stack, variant
+from tests.slurm.variants import stack, variant
 
 
 def _rules(env: Environment) -> list[tuple[str, str, str]]:
@@ -25,10 +24,13 @@ def _layout(**fields: Any) -> Any:
     return edit
 
 
-@pytest.mark.parametrize("name", SLURM_STACKS)
-def test_shipped_slurm_stacks_have_no_violation_and_no_warning(name: str) -> None:
-    env = stack(name)
-    assert violations(env) == [] and warnings(env) == []
+def test_shipped_slurm_stacks_have_no_violation_and_only_the_sandboxs_warning() -> None:
+    assert violations(stack("onprem-slurm")) == [] and warnings(stack("onprem-slurm")) == []
+    local = stack("local-slurm")
+    assert violations(local) == []
+    assert [(w.rule, w.where) for w in warnings(local)] == [
+        ("slurm-quota-unenforced", "grpo-infra:environment.slurm.accounting")
+    ]
 
 
 def test_layout_that_slurmd_would_not_find_is_refused() -> None:
@@ -94,11 +96,14 @@ def test_a_path_on_no_mount_is_inside_the_image() -> None:
 
 def test_without_a_container_paths_are_judged_as_they_are() -> None:
     env = variant("local-slurm", lambda d: d["slurm"].update(sharedPaths=["/run/grpo-sandbox/shared"]))
-    assert [w.where.rsplit(".", 1)[-1] for w in warnings(env)] == ["modelPath", "trainFiles[0]", "valFiles[0]"]
+    found = [w for w in warnings(env) if w.rule == "slurm-shared-paths"]
+    assert [w.where.rsplit(".", 1)[-1] for w in found] == ["modelPath", "trainFiles[0]", "valFiles[0]"]
 
 
 def test_quota_on_the_default_qos_is_warned_about() -> None:
-    env = variant("local-slurm", lambda d: d["tenants"][0].update(queue="normal"))
+    env = variant(
+        "local-slurm", lambda d: (d["tenants"][0].update(queue="normal"), d["slurm"].update(accounting="slurmdbd"))
+    )
     [found] = warnings(env)
     assert found.rule == "slurm-qos-default" and "GrpTRES=gres/gpu=24" in found.message
 
