@@ -206,12 +206,16 @@ class GrpoRayJobArgs:
     gate_code: dict[str, Any] | None = None
     # The Ray token Secret's name (`authOptions.secretName`), None with `rayAuth: disabled`.
     token_secret: str | None = None
+    # No voluntary eviction of the job's pods (`grpo_infra.k8s.disruption`).
+    disruption_budget: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, env: Environment) -> GrpoRayJobArgs:
         assert env.kubernetes is not None
         token = ray_token_secret_name(env) if env.kubernetes.ray_job.ray_auth == "token" else None
-        return cls(render.ray_job(env), ray_network_policy(env), gate_config_map(env), token)
+        return cls(
+            render.ray_job(env), ray_network_policy(env), gate_config_map(env), token, render.pod_disruption_budget(env)
+        )
 
 
 class GrpoRayJob(pulumi.ComponentResource):
@@ -222,6 +226,9 @@ class GrpoRayJob(pulumi.ComponentResource):
         self.network_policy = register_object(args.network_policy, _child(self, opts))
         # The head pod mounts the gate's code: the ConfigMap exists before the RayJob and outlives it.
         self.gate_code = register_object(args.gate_code, _child(self, opts)) if args.gate_code else None
+        # In place before the pods exist, so no drain can catch the gang between its start and the budget.
+        budget = args.disruption_budget
+        self.disruption_budget = register_object(budget, _child(self, opts)) if budget else None
         meta = args.ray_job["metadata"]
         self.token = None
         if args.token_secret is not None:
@@ -245,6 +252,7 @@ class GrpoRayJob(pulumi.ComponentResource):
             self.network_policy,
             *([self.gate_code] if self.gate_code is not None else []),
             *([self.token] if self.token is not None else []),
+            *([self.disruption_budget] if self.disruption_budget is not None else []),
         ]
         self.ray_job = register_object(
             args.ray_job,

@@ -47,6 +47,49 @@ def slurm_host_path(env: Environment, path: str) -> str | None:
     return None
 
 
+def checkpoint_violations(env: Environment) -> list[Violation]:
+    """A multi-node gang's checkpoint directory must be one shared file system, on either target.
+
+    verl writes each rank's shards under `trainer.default_local_dir` and resumes (`resume_mode=auto`) from
+    the newest `global_step_N` that `latest_checkpointed_iteration.txt` names; on per-node disks a restarted
+    gang, placed on other nodes, finds a partial checkpoint or none and silently starts again from step 0.
+    Kubernetes: the checkpoint volume is a claim or an NFS export, or a `hostPath` declared shared.
+    Slurm: the directory, through the container's mounts, is under `slurm.sharedPaths`.
+    """
+    from ..spec import ENVIRONMENT_KEY
+
+    if env.gang.nodes < 2:
+        return []
+    checkpoint = env.job.checkpoint
+    gang = f"a {env.gang.nodes}-node gang"
+    if env.kubernetes is not None:
+        volume = checkpoint.volume
+        if volume is None or volume.shared():
+            return []
+        return [
+            Violation(
+                "checkpoint-shared",
+                f"{ENVIRONMENT_KEY}.job.checkpoint.volume",
+                f"hostPath {volume.host_path} is each node's own directory: {gang} would split its checkpoints "
+                "over the nodes and a restart could not resume; use a ReadWriteMany `claimName` or `nfs`, or "
+                "set `hostPathShared: true` if every node mounts one shared file system there",
+            )
+        ]
+    assert env.slurm is not None
+    host = slurm_host_path(env, checkpoint.dir)
+    if host is not None and any(under(host, root) for root in env.slurm.shared_paths):
+        return []
+    where = "inside the container image only" if host is None else f"on the nodes {host}, under no `slurm.sharedPaths`"
+    return [
+        Violation(
+            "checkpoint-shared",
+            f"{ENVIRONMENT_KEY}.job.checkpoint.dir",
+            f"{checkpoint.dir} is {where}: {gang} must checkpoint to one shared file system, or a requeued "
+            "job cannot resume; put it on a shared mount and list that in `slurm.sharedPaths`",
+        )
+    ]
+
+
 def slurm_path_warnings(env: Environment) -> list[Violation]:
     """Job paths that are not on a file system the stack declares shared (`slurm.sharedPaths`).
 
@@ -58,7 +101,11 @@ def slurm_path_warnings(env: Environment) -> list[Violation]:
     assert env.slurm is not None
     shared = env.slurm.shared_paths
     out = []
+    # A multi-node gang's checkpoint directory is refused instead (`checkpoint_violations`), not warned about.
+    refused = {"job.checkpoint.dir"} if env.gang.nodes > 1 else set()
     for field, path in job_paths(env):
+        if field in refused:
+            continue
         host = slurm_host_path(env, path)
         if host is None:
             out.append(

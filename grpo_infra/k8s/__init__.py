@@ -11,6 +11,7 @@ from typing import Any
 from ..manifests import dump_yaml, object_filename
 from ..spec import Environment
 from .access import ray_network_policy, secret_references, tenant_access
+from .disruption import pod_disruption_budget
 from .gate import gate_config_map
 from .namespaces import tenant_namespaces
 from .operators import helm_releases
@@ -21,6 +22,7 @@ __all__ = [
     "gate_config_map",
     "helm_releases",
     "objects",
+    "pod_disruption_budget",
     "queue_objects",
     "ray_job",
     "render_files",
@@ -39,6 +41,7 @@ def objects(env: Environment) -> list[dict[str, Any]]:
         *queue_objects(env),
         ray_network_policy(env),
         *([gate_code] if gate_code is not None else []),
+        pod_disruption_budget(env),
         ray_job(env),
     ]
 

@@ -12,9 +12,11 @@ from typing import Any
 from ..spec import Environment
 from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
+from .disruption import disruption_annotations
 from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
 from .namespaces import MANAGED_BY
 from .network import worker_annotations, worker_nccl_env, worker_pod_network, worker_ray_start_params
+from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
 from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI, head_cpu_milli, head_memory_mi
@@ -82,6 +84,8 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "env": _env(env, gpu=False),
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
         "volumeMounts": _mounts(env),
+        # A wedged raylet or GCS is restarted after `nodeLoss.livenessSeconds` (grpo_infra.k8s.node_loss).
+        **probes(env, head=True),
     }
     pod = _pod_spec(env, container, head_memory_mi(env))
     pod.update(head_placement(env))
@@ -95,10 +99,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
         # Inside the pod's own network namespace: the operator and submitter reach it on the pod address,
         # port-forward on loopback; the ClusterIP service and the NetworkPolicy bound who else can.
         "rayStartParams": {"dashboard-host": "0.0.0.0"},
-        "template": {
-            "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
-            "spec": pod,
-        },
+        "template": {"metadata": _pod_metadata(env), "spec": pod},
     }
 
 
@@ -107,6 +108,8 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     gang, pool = env.gang, env.gang.pool
     share = node_share(env, pool)
     resources = share.resources()
+    start_params = worker_ray_start_params(env)
+    agent_port = int(start_params.get("dashboard-agent-listen-port", AGENT_PORT))
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": env.job.image,
@@ -114,6 +117,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
         "env": _env(env, gpu=True),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "volumeMounts": _mounts(env),
+        **probes(env, head=False, agent_port=agent_port),
     }
     if pool.fabric.kind in _RDMA:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
@@ -122,8 +126,8 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     spec["nodeSelector"] = node_selector(pool)
     if pool.taints:
         spec["tolerations"] = tolerations(pool)
-    metadata: dict[str, Any] = {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}}
-    annotations = worker_annotations(env)
+    metadata = _pod_metadata(env)
+    annotations = {**metadata.pop("annotations", {}), **worker_annotations(env)}
     topology = env.kubernetes.topology
     if topology is not None and uses_kueue(env):
         levels = [lv for lv in topology.levels if lv != "kubernetes.io/hostname"] or topology.levels
@@ -136,7 +140,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
         "minReplicas": gang.nodes,
         "maxReplicas": gang.nodes,
         "numOfHosts": 1,
-        "rayStartParams": worker_ray_start_params(env),
+        "rayStartParams": start_params,
         "template": {"metadata": metadata, "spec": spec},
     }
 
@@ -144,7 +148,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
 def _submitter_template(env: Environment) -> dict[str, Any]:
     cpu, memory = cpu_quantity(SUBMITTER_CPU_MILLI), memory_quantity(SUBMITTER_MEMORY_MI)
     return {
-        "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
+        "metadata": _pod_metadata(env),
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
@@ -161,6 +165,16 @@ def _submitter_template(env: Environment) -> dict[str, Any]:
     }
 
 
+def _pod_metadata(env: Environment) -> dict[str, Any]:
+    """Labels of every pod of the job (what the NetworkPolicy and the PodDisruptionBudget select) and the
+    annotations that keep node autoscalers away from it (`grpo_infra.k8s.disruption`)."""
+    metadata: dict[str, Any] = {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}}
+    annotations = disruption_annotations(env)
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
 def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> dict[str, Any]:
     return {
         # Ray pods need no Kubernetes API access.
@@ -174,6 +188,7 @@ def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.job.env.items())]
     if gpu:
         out += [{"name": k, "value": v} for k, v in worker_nccl_env(env)]
+    out += [{"name": k, "value": v} for k, v in ray_health_env(env)]
     out += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for ref in secret_references(env)

@@ -119,7 +119,12 @@ class CheckpointVolume(SpecModel):
     ) = Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
     nfs: NfsExport | None = None
     host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
-        default=None, description="A shared file system already mounted at this path on every node."
+        default=None, description="A directory on each node; shared only when `hostPathShared` says so."
+    )
+    host_path_shared: bool = Field(
+        default=False,
+        description="`hostPath` is one shared file system every node mounts at that path (Lustre, NFS, GPFS); "
+        "without it a multi-node gang's checkpoints would be split over the nodes' own disks and `check` refuses.",
     )
 
     @model_validator(mode="after")
@@ -127,7 +132,20 @@ class CheckpointVolume(SpecModel):
         given = [k for k in ("claim_name", "nfs", "host_path") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of `claimName`, `nfs` {server, path} or `hostPath`")
+        if self.host_path_shared and self.host_path is None:
+            raise ValueError("`hostPathShared` describes a `hostPath`; claims and NFS exports are shared already")
         return self
+
+    def shared(self) -> bool:
+        """Does every node see the same files here? Claims (ReadWriteMany) and NFS do; a host path only if declared."""
+        return self.host_path is None or self.host_path_shared
+
+
+# verl 0.9.1 writes checkpoints to `trainer.default_local_dir` and resumes only from there (a POSIX path):
+# `trainer.default_hdfs_dir` copies to `hdfs://` only and, when set, resuming raises NotImplementedError
+# (verl/trainer/ppo/ray_trainer.py `_load_checkpoint`; verl/utils/hdfs_io.py `_is_non_local`). A bucket
+# must therefore reach the pods as a mounted file system (a CSI-backed claim).
+_OBJECT_STORE = re.compile(r"^(s3|s3a|gs|gcs|az|abfss?|hdfs)://", re.IGNORECASE)
 
 
 class Checkpoint(SpecModel):
@@ -144,6 +162,16 @@ class Checkpoint(SpecModel):
         description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
         "PersistentVolumeClaim `grpo-checkpoints` in the tenant's namespace.",
     )
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _posix_dir(cls, value: object) -> object:
+        if isinstance(value, str) and _OBJECT_STORE.match(value):
+            raise ValueError(
+                f"{value}: verl 0.9.1 saves and resumes only from a POSIX path (trainer.default_local_dir); "
+                "mount the bucket with a CSI driver and give its PersistentVolumeClaim as `volume.claimName`"
+            )
+        return value
 
 
 class NcclGate(SpecModel):

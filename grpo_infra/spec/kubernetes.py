@@ -177,6 +177,36 @@ RAY_VERSION = "2.60.0"
 # authentication first shipped in 2.52.0.
 TOKEN_AUTH_MIN_RAY = "2.52.0"
 
+
+class NodeLoss(SpecModel):
+    """Timeouts that turn a lost or wedged node into a failed attempt in minutes, not a hung gang.
+
+    NCCL cannot take a replacement rank mid-run, so the whole attempt must end: Ray's GCS declares a node
+    dead after `detectSeconds` without answers to its health checks (the actors on it die, verl's driver
+    fails, the RayJob fails and KubeRay starts a new Ray cluster), and the kubelet restarts a Ray container
+    whose raylet has been unhealthy for `livenessSeconds` instead of leaving it holding the GPUs.
+    """
+
+    detect_seconds: Annotated[int, Field(ge=10, le=600)] = Field(
+        default=60,
+        description="Ray's GCS marks a silent node dead after this long: health checks every 5 s "
+        "(`RAY_health_check_period_ms`, each waiting 5 s), `detectSeconds / 5` missed in a row "
+        "(`RAY_health_check_failure_threshold`). Ray's own default is about 20-55 s.",
+    )
+    liveness_seconds: Annotated[int, Field(ge=30, le=3600)] = Field(
+        default=300,
+        description="The kubelet restarts a Ray container whose node health endpoint (`/api/healthz` on the "
+        "dashboard agent: raylet, plus GCS on the head) has failed this long; KubeRay's default is 600 s.",
+    )
+
+    @model_validator(mode="after")
+    def _whole_periods(self) -> NodeLoss:
+        for name, value in (("detectSeconds", self.detect_seconds), ("livenessSeconds", self.liveness_seconds)):
+            if value % 5:
+                raise ValueError(f"nodeLoss.{name} must be a multiple of 5 (the health-check period), got {value}")
+        return self
+
+
 PriorityName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
 
 
@@ -201,8 +231,12 @@ class RayJobSettings(SpecModel):
         default=7 * 24 * 3600, description="Fail the job after this long running; no limit when null."
     )
     backoff_limit: Annotated[int, Field(ge=0, le=10)] = Field(
-        default=1, description="New Ray clusters KubeRay may start after a failure (training resumes from checkpoint)."
+        default=3,
+        description="New Ray clusters KubeRay may start after a failure (a lost node, a failed gate); each resumes "
+        "from the newest checkpoint. Not spent on a Kueue eviction or on `activeDeadlineSeconds`.",
     )
+    node_loss: NodeLoss = Field(default_factory=NodeLoss)
+    """How fast a lost or wedged Ray node ends the attempt (docs/kubernetes.md, "When a node is lost")."""
     ray_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = Field(
         default=RAY_VERSION,
         description="The Ray release inside `job.image` (`rayClusterSpec.rayVersion`); KubeRay accepts "
@@ -247,6 +281,11 @@ class Kubernetes(SpecModel):
         default=45,
         description="Kueue evicts and requeues a gang whose pods are not all ready by then; covers pulling a "
         "multi-GB verl image onto every node.",
+    )
+    recovery_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = Field(
+        default=15,
+        description="Kueue `waitForPodsReady.recoveryTimeout`: a running gang with a pod not ready this long (a lost "
+        "node's replacement Pending) is evicted whole and requeued; Kueue's own default is `podsReadyTimeoutMinutes`.",
     )
     block_admission: bool = Field(
         default=True,

@@ -181,7 +181,7 @@ class Slurm(SpecModel):
     shared_paths: list[AbsolutePath] = Field(
         default_factory=list,
         description="Host paths on a file system every node mounts (Lustre, NFS, GPFS); `check` warns when the "
-        "model, the data or the checkpoints lie outside them.",
+        "model, the data or a one-node job's checkpoints lie outside them, and refuses a multi-node gang's checkpoints there.",
     )
     gres_types: list[GresName] = Field(
         default_factory=lambda: ["gpu"],

@@ -22,18 +22,30 @@ def test_onprem_slurm_paths_map_through_the_mounts_onto_lustre() -> None:
     assert warnings(load_stack("onprem-slurm", ROOT).environment) == []
 
 
-def test_an_undeclared_shared_path_warns_for_every_job_path_and_still_passes() -> None:
+def test_an_undeclared_shared_path_warns_for_model_and_data_and_refuses_the_checkpoints() -> None:
     env = _variant(lambda raw: raw["slurm"].pop("sharedPaths"))
     found = warnings(env)
-    # The model, one train file, one val file, the checkpoint directory; each named with its host path.
+    # The model, one train file, one val file: each named with its host path, a warning only.
     assert [w.where.removeprefix("grpo-infra:environment.") for w in found] == [
         "job.modelPath",
         "job.data.trainFiles[0]",
         "job.data.valFiles[0]",
-        "job.checkpoint.dir",
     ]
     assert "(on the nodes: /lustre/models/Qwen2.5-32B-Instruct)" in found[0].message
-    assert violations(env) == []
+    # The checkpoint directory of the 8-node gang is refused: a requeued job could not resume from it.
+    refused = violations(env)
+    assert [(v.rule, v.where) for v in refused] == [("checkpoint-shared", "grpo-infra:environment.job.checkpoint.dir")]
+    assert "on the nodes /lustre/checkpoints/qwen25-32b-dapo" in refused[0].message
+
+
+def test_a_single_node_gang_only_warns_about_its_checkpoints() -> None:
+    def one_node(raw: dict[str, Any]) -> None:
+        raw["slurm"].pop("sharedPaths")
+        raw["job"]["nodes"] = 1
+
+    env = _variant(one_node)
+    assert "job.checkpoint.dir" in [w.where.rsplit("environment.", 1)[-1] for w in warnings(env)]
+    assert [v.rule for v in violations(env) if v.rule == "checkpoint-shared"] == []
 
 
 def test_a_path_only_inside_the_image_warns() -> None:
@@ -51,7 +63,8 @@ def test_check_prints_the_warning_and_exits_zero(tmp_path) -> None:
     import yaml
 
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-slurm.yaml").read_text())
-    document["config"]["grpo-infra:environment"]["slurm"].pop("sharedPaths")
+    # Only the checkpoints declared shared: the model and data warn, nothing is refused.
+    document["config"]["grpo-infra:environment"]["slurm"]["sharedPaths"] = ["/lustre/checkpoints"]
     (tmp_path / "stacks").mkdir()
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks" / "Pulumi.onprem-slurm.yaml").write_text(yaml.safe_dump(document))

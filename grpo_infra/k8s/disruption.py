@@ -1,0 +1,56 @@
+"""Protection of a running gang against voluntary disruption: node drains, upgrades, consolidation.
+
+A GRPO gang is all-or-nothing: evicting one worker ends the NCCL process group and costs every step since
+the last checkpoint, on every GPU of the gang. What can be refused is refused here; a hardware failure
+cannot be, and is handled by the whole-gang restart (`grpo_infra.k8s.node_loss`, docs/kubernetes.md,
+"When a node is lost").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec import Environment
+from .access import JOB_LABEL
+from .namespaces import MANAGED_BY
+
+# Karpenter (v1) will not voluntarily disrupt (consolidate, drift-replace) a node running a pod with this
+# annotation; https://karpenter.sh/docs/concepts/disruption/#pod-level-controls
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+
+def pod_disruption_budget(env: Environment) -> dict[str, Any]:
+    """A PodDisruptionBudget allowing no voluntary eviction of any pod of the job (head, workers, submitter).
+
+    The Eviction API (`kubectl drain`, managed node group updates, cluster autoscalers, GKE node upgrades)
+    honours it; deleting a pod or losing a node does not go through it. `maxUnavailable: 0` rather than
+    `minAvailable: N`, so the budget holds whatever the gang's size and needs no update when it changes.
+    """
+    job = env.job
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": pdb_name(env),
+            "namespace": job.tenant,
+            "labels": {**MANAGED_BY, JOB_LABEL: job.name},
+        },
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {JOB_LABEL: job.name}}},
+    }
+
+
+def pdb_name(env: Environment) -> str:
+    return f"{env.job.name}-gang"
+
+
+def disruption_annotations(env: Environment) -> dict[str, str]:
+    """Pod annotations that keep node autoscalers from removing a node under the gang.
+
+    On EKS, Karpenter-managed GPU nodes would otherwise be consolidated or drift-replaced while the job
+    runs; the managed node groups the stack creates ignore the annotation (they honour the PDB). GKE
+    runs no Karpenter: its node upgrades are switched off on the pools (`grpo_infra.nodepools.gke`).
+    """
+    assert env.kubernetes is not None
+    if env.kubernetes.provider == "eks":
+        return {KARPENTER_DO_NOT_DISRUPT: "true"}
+    return {}

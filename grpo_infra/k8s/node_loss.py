@@ -1,0 +1,83 @@
+"""Settings that turn a lost or wedged node into a failed attempt within minutes (docs/kubernetes.md,
+"When a node is lost").
+
+NCCL cannot take a new member mid-run, so a gang that lost a node must restart whole. Three timeouts
+bound how long a dead rank can hold the others:
+
+- Ray's GCS health checks: a node that stops answering is declared dead, its actors die, verl's driver
+  fails, the RayJob fails and KubeRay starts a new Ray cluster (`backoffLimit`).
+- The kubelet's liveness probe on every Ray container: a raylet that is alive but unhealthy (wedged)
+  gets its container restarted, which Ray then sees as a dead node.
+- Kueue's `waitForPodsReady.recoveryTimeout` (`grpo_infra.k8s.kueue_config`): a gang whose replacement
+  pod cannot be scheduled is evicted whole and requeued.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec import Environment
+
+# Every health check waits this long and the next starts this long after the previous.
+HEALTH_CHECK_PERIOD_S = 5
+# The dashboard agent's HTTP port; `dashboard-agent-listen-port` under host networking.
+AGENT_PORT = 52365
+DASHBOARD_PORT = 8265
+# Ray 2.53 added the agent's unified `/api/healthz` (raylet, and the GCS on the head): Ray 2.60's
+# ray/dashboard/modules/reporter/healthz_agent.py `unified_health`. KubeRay v1.7.0 probes it over HTTP from
+# that version on, and with `wget` commands before it (ray-operator/controllers/ray/common/pod.go:727-811).
+UNIFIED_HEALTH_RAY = (2, 53, 0)
+# KubeRay v1.7.0's readiness defaults (ray-operator/controllers/ray/utils/constant.go:305-313), kept:
+# a pod not ready for 50 s is reported, nothing is restarted for it.
+READINESS = {"initialDelaySeconds": 10, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 10}
+LIVENESS_INITIAL_DELAY_S = 30
+
+
+def ray_health_env(env: Environment) -> list[tuple[str, str]]:
+    """Ray system settings for the GCS's node health checks (`RAY_<name>` overrides Ray's config,
+    src/ray/common/ray_config_def.h: `health_check_period_ms` 3000, `health_check_timeout_ms` 10000,
+    `health_check_failure_threshold` 5). The GCS runs on the head; the workers get the same values so
+    that every process of the cluster agrees."""
+    assert env.kubernetes is not None
+    detect = env.kubernetes.ray_job.node_loss.detect_seconds
+    period_ms = str(HEALTH_CHECK_PERIOD_S * 1000)
+    return [
+        ("RAY_health_check_failure_threshold", str(detect // HEALTH_CHECK_PERIOD_S)),
+        ("RAY_health_check_period_ms", period_ms),
+        ("RAY_health_check_timeout_ms", period_ms),
+    ]
+
+
+def probes(env: Environment, head: bool, agent_port: int = AGENT_PORT) -> dict[str, Any]:
+    """`livenessProbe` and `readinessProbe` of a Ray container.
+
+    Rendered rather than left to KubeRay (which injects them only when absent) so that the liveness
+    window comes from the spec: `livenessSeconds` of failures restart the container.
+    """
+    assert env.kubernetes is not None
+    settings = env.kubernetes.ray_job
+    timeout = 5 if head else 2  # KubeRay's: the head's check covers the GCS too
+    liveness = {
+        **_check(settings.ray_version, head, agent_port, timeout),
+        "initialDelaySeconds": LIVENESS_INITIAL_DELAY_S,
+        "timeoutSeconds": timeout,
+        "periodSeconds": HEALTH_CHECK_PERIOD_S,
+        "successThreshold": 1,
+        "failureThreshold": settings.node_loss.liveness_seconds // HEALTH_CHECK_PERIOD_S,
+    }
+    # A check of its own (not the liveness one's dict), so rendered YAML carries no anchors.
+    readiness = {**_check(settings.ray_version, head, agent_port, timeout), **READINESS, "timeoutSeconds": timeout}
+    return {"livenessProbe": liveness, "readinessProbe": readiness}
+
+
+def _check(ray_version: str, head: bool, agent_port: int, timeout: int) -> dict[str, Any]:
+    if tuple(int(p) for p in ray_version.split(".")) >= UNIFIED_HEALTH_RAY:
+        return {"httpGet": {"path": "/api/healthz", "port": agent_port}}
+    commands = [
+        f"wget --tries 1 -T {timeout} -q -O- http://localhost:{agent_port}/api/local_raylet_healthz | grep success"
+    ]
+    if head:
+        commands.append(
+            f"wget --tries 1 -T {timeout} -q -O- http://localhost:{DASHBOARD_PORT}/api/gcs_healthz | grep success"
+        )
+    return {"exec": {"command": ["bash", "-c", " && ".join(commands)]}}
