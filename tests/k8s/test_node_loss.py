@@ -1,0 +1,266 @@
+"""Node loss on Kubernetes, on the rendered objects: disruption protection, fail-fast timeouts, the
+whole-gang retry, and resume from the same checkpoint directory.
+
+Expected values are written by hand from the stack files and from upstream defaults (KubeRay v1.7.0,
+Kueue v1beta2, Ray's ray_config_def.h, verl 0.9.1's trainer keys), not computed by the renderers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from grpo_infra import k8s as render
+from grpo_infra.check import violations
+from grpo_infra.k8s.kueue_config import manager_config
+from grpo_infra.nodepools.gke import head_node_pool_args, node_pool_args
+from grpo_infra.spec import Environment
+from grpo_infra.validate.core import core_errors
+
+from .conftest import K8S_STACKS, by_kind, env_of, variant
+
+JOB_LABEL = "grpo-infra/job"
+
+
+def _pods(env: Environment) -> dict[str, dict[str, Any]]:
+    """role → pod template (metadata and spec) of the rendered RayJob."""
+    spec = render.ray_job(env)["spec"]
+    return {
+        "head": spec["rayClusterSpec"]["headGroupSpec"]["template"],
+        "worker": spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        "submitter": spec["submitterPodTemplate"],
+    }
+
+
+def _env_vars(container: dict[str, Any]) -> dict[str, str]:
+    return {v["name"]: v["value"] for v in container.get("env", []) if "value" in v}
+
+
+# --- 1. disruption protection -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_one_budget_allows_no_voluntary_eviction_of_any_pod_of_the_gang(stack: str) -> None:
+    env = env_of(stack)
+    budgets = by_kind(render.objects(env), "PodDisruptionBudget")
+    assert len(budgets) == 1
+    pdb = budgets[0]
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["metadata"]["namespace"] == env.job.tenant
+    assert pdb["spec"]["maxUnavailable"] == 0
+    assert "minAvailable" not in pdb["spec"]
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    assert selector == {JOB_LABEL: env.job.name}
+    # Head, every worker and the submitter carry the selected label.
+    for role, pod in _pods(env).items():
+        assert selector.items() <= pod["metadata"]["labels"].items(), role
+    assert core_errors(pdb) == []
+
+
+def test_the_budget_does_not_select_another_jobs_pods() -> None:
+    env = variant("eks-prod", lambda raw: raw["job"].update(name="other-run"))
+    pdb = render.pod_disruption_budget(env)
+    ours = _pods(env_of("eks-prod"))["worker"]["metadata"]["labels"]
+    assert not pdb["spec"]["selector"]["matchLabels"].items() <= ours.items()
+
+
+def test_the_budget_exists_before_the_rayjob_in_pulumi() -> None:
+    from grpo_infra.pulumi_graph import record
+    from tests.conftest import ROOT
+
+    g = record("eks-prod", ROOT)
+    env = env_of("eks-prod")
+    pdb = g.named("kubernetes:policy/v1:PodDisruptionBudget", f"{env.job.tenant}-{env.job.name}-gang")
+    job = g.named("kubernetes:ray.io/v1:RayJob", f"{env.job.tenant}-{env.job.name}")
+    assert pdb.urn in g.upstream(job.urn)
+    assert pdb.inputs["spec"] == {"maxUnavailable": 0, "selector": {"matchLabels": {JOB_LABEL: env.job.name}}}
+
+
+def test_eks_pods_tell_karpenter_not_to_disrupt_their_nodes() -> None:
+    for role, pod in _pods(env_of("eks-prod")).items():
+        assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true", role
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "onprem-k8s", "local-k8s"])
+def test_no_karpenter_annotation_off_eks(stack: str) -> None:
+    for pod in _pods(env_of(stack)).values():
+        assert "karpenter.sh/do-not-disrupt" not in pod["metadata"].get("annotations", {})
+
+
+def test_gke_pools_are_never_upgraded_under_a_run() -> None:
+    env = env_of("gke-dev")
+    for pool in env.pools:
+        assert node_pool_args(env, pool)["management"] == {"auto_upgrade": False, "auto_repair": True}
+    assert head_node_pool_args(env)["management"] == {"auto_upgrade": False, "auto_repair": True}
+
+
+# --- 2. fail fast, retry whole, resume -----------------------------------------------------------
+
+
+def test_ray_declares_a_silent_node_dead_after_a_minute_by_default() -> None:
+    pods = _pods(env_of("eks-prod"))
+    for role in ("head", "worker"):
+        values = _env_vars(pods[role]["spec"]["containers"][0])
+        # 12 missed checks, one every 5 s, each waiting at most 5 s: 60 s (Ray's own: 5 × 3 s, 10 s timeout).
+        assert values["RAY_health_check_failure_threshold"] == "12", role
+        assert values["RAY_health_check_period_ms"] == "5000", role
+        assert values["RAY_health_check_timeout_ms"] == "5000", role
+
+
+def test_detection_follows_the_spec() -> None:
+    env = variant("eks-prod", lambda raw: raw["kubernetes"]["rayJob"].update(nodeLoss={"detectSeconds": 30}))
+    head = _pods(env)["head"]["spec"]["containers"][0]
+    assert _env_vars(head)["RAY_health_check_failure_threshold"] == "6"
+
+
+def test_detection_must_be_whole_health_check_periods() -> None:
+    with pytest.raises(ValidationError, match="multiple of 5"):
+        variant("eks-prod", lambda raw: raw["kubernetes"]["rayJob"].update(nodeLoss={"detectSeconds": 42}))
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_a_wedged_raylet_is_restarted_after_five_minutes(stack: str) -> None:
+    pods = _pods(env_of(stack))
+    for role in ("head", "worker"):
+        container = pods[role]["spec"]["containers"][0]
+        live, ready = container["livenessProbe"], container["readinessProbe"]
+        # Ray 2.60 (>= 2.53): the dashboard agent's /api/healthz, as KubeRay v1.7.0 would probe it.
+        assert live["httpGet"] == {"path": "/api/healthz", "port": 52365}, role
+        assert (live["periodSeconds"], live["failureThreshold"]) == (5, 60), role  # 300 s
+        # Readiness: KubeRay's defaults (constant.go:305-313), a flag, never a restart.
+        assert (ready["periodSeconds"], ready["failureThreshold"], ready["initialDelaySeconds"]) == (5, 10, 10)
+        assert ready["httpGet"] == {"path": "/api/healthz", "port": 52365}
+    head = pods["head"]["spec"]["containers"][0]
+    worker = pods["worker"]["spec"]["containers"][0]
+    assert (head["livenessProbe"]["timeoutSeconds"], worker["livenessProbe"]["timeoutSeconds"]) == (5, 2)
+    assert "livenessProbe" not in pods["submitter"]["spec"]["containers"][0]
+
+
+def test_liveness_window_follows_the_spec() -> None:
+    env = variant("gke-dev", lambda raw: raw["kubernetes"]["rayJob"].update(nodeLoss={"livenessSeconds": 120}))
+    worker = _pods(env)["worker"]["spec"]["containers"][0]
+    assert worker["livenessProbe"]["failureThreshold"] == 24
+
+
+def test_ray_before_2_53_is_probed_with_kuberays_wget_commands() -> None:
+    env = variant("gke-dev", lambda raw: raw["kubernetes"]["rayJob"].update(rayVersion="2.52.0"))
+    pods = _pods(env)
+    worker = pods["worker"]["spec"]["containers"][0]["livenessProbe"]
+    head = pods["head"]["spec"]["containers"][0]["livenessProbe"]
+    assert "httpGet" not in worker
+    assert worker["exec"]["command"] == [
+        "bash",
+        "-c",
+        "wget --tries 1 -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success",
+    ]
+    assert head["exec"]["command"][2].endswith("http://localhost:8265/api/gcs_healthz | grep success")
+
+
+def test_host_networked_workers_are_probed_on_their_own_agent_port() -> None:
+    def host(raw: dict[str, Any]) -> None:
+        raw["kubernetes"]["network"] = {"mode": "host", "hostPortStart": 30000}
+
+    env = variant("onprem-k8s", host)
+    group = render.ray_job(env)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    port = int(group["rayStartParams"]["dashboard-agent-listen-port"])
+    assert port != 52365
+    assert group["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"] == port
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_a_failed_attempt_gets_three_new_ray_clusters(stack: str) -> None:
+    assert render.ray_job(env_of(stack))["spec"]["backoffLimit"] == 3
+
+
+def test_backoff_limit_follows_the_spec() -> None:
+    env = variant("eks-prod", lambda raw: raw["kubernetes"]["rayJob"].update(backoffLimit=0))
+    assert render.ray_job(env)["spec"]["backoffLimit"] == 0
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_kueue_evicts_a_gang_whose_lost_pod_does_not_come_back_in_15_minutes(stack: str) -> None:
+    assert manager_config(env_of(stack))["waitForPodsReady"]["recoveryTimeout"] == "15m"
+
+
+def test_recovery_timeout_follows_the_spec() -> None:
+    env = variant("gke-dev", lambda raw: raw["kubernetes"].update(recoveryTimeoutMinutes=5))
+    assert manager_config(env)["waitForPodsReady"]["recoveryTimeout"] == "5m"
+
+
+CHECKPOINT_DIRS = {
+    "eks-prod": "/checkpoints/qwen25-7b-math",
+    "gke-dev": "/checkpoints/qwen25-3b-gsm8k",
+    "onprem-k8s": "/checkpoints/llama31-8b-gsm8k",
+    "local-k8s": "/checkpoints/qwen25-05b-gsm8k",
+}
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_every_attempt_resumes_from_the_same_checkpoint_volume(stack: str) -> None:
+    """The entrypoint is fixed in the RayJob, so every new Ray cluster runs verl with the same resume keys."""
+    env = env_of(stack)
+    job = render.ray_job(env)
+    entrypoint = job["spec"]["entrypoint"]
+    directory = CHECKPOINT_DIRS[stack]
+    assert "trainer.resume_mode=auto" in entrypoint
+    assert f"trainer.default_local_dir={directory}" in entrypoint
+    pods = _pods(env)
+    sources = []
+    for role in ("head", "worker"):
+        pod = pods[role]["spec"]
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["checkpoints"] == directory, role
+        sources.append(next(v for v in pod["volumes"] if v["name"] == "checkpoints"))
+    assert sources[0] == sources[1]
+
+
+# --- 4. checkpoint storage -----------------------------------------------------------------------
+
+
+def _hostpath_checkpoints(shared: bool) -> Any:
+    def change(raw: dict[str, Any]) -> None:
+        volume: dict[str, Any] = {"hostPath": "/var/lib/grpo-checkpoints"}
+        if shared:
+            volume["hostPathShared"] = True
+        raw["job"]["checkpoint"]["volume"] = volume
+
+    return change
+
+
+def test_check_refuses_a_multi_node_gang_checkpointing_to_each_nodes_own_disk() -> None:
+    env = variant("onprem-k8s", _hostpath_checkpoints(shared=False))
+    found = [v for v in violations(env) if v.rule == "checkpoint-shared"]
+    assert [v.where for v in found] == ["grpo-infra:environment.job.checkpoint.volume"]
+    assert "/var/lib/grpo-checkpoints" in found[0].message and "3-node gang" in found[0].message
+
+
+def test_a_host_path_declared_shared_is_accepted() -> None:
+    env = variant("onprem-k8s", _hostpath_checkpoints(shared=True))
+    assert [v for v in violations(env) if v.rule == "checkpoint-shared"] == []
+
+
+def test_a_one_node_gang_may_checkpoint_to_its_own_disk() -> None:
+    def one_node(raw: dict[str, Any]) -> None:
+        _hostpath_checkpoints(shared=False)(raw)
+        raw["job"]["nodes"] = 1
+
+    assert [v for v in violations(variant("onprem-k8s", one_node)) if v.rule == "checkpoint-shared"] == []
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_shipped_stacks_checkpoint_to_shared_storage(stack: str) -> None:
+    assert [v for v in violations(env_of(stack)) if v.rule == "checkpoint-shared"] == []
+
+
+@pytest.mark.parametrize("url", ["s3://grpo/ckpt", "gs://grpo/ckpt", "hdfs://nn/ckpt"])
+def test_a_bucket_url_is_refused_naming_verls_posix_key(url: str) -> None:
+    with pytest.raises(ValidationError, match=r"trainer\.default_local_dir") as info:
+        variant("eks-prod", lambda raw: raw["job"]["checkpoint"].update(dir=url))
+    assert "claimName" in str(info.value)
+
+
+def test_host_path_shared_only_describes_a_host_path() -> None:
+    with pytest.raises(ValidationError, match="hostPathShared"):
+        variant("eks-prod", lambda raw: raw["job"]["checkpoint"]["volume"].update(hostPathShared=True))
