@@ -59,7 +59,9 @@ def deploy() -> None:
         # The gang's pods can only start once their nodes exist: everything scheduled onto a pool
         # depends on the resources that create (or label) it.
         pools = deploy_node_pools(env)
-        deploy_kubernetes(env, depends_on=pools)
+        # Set by `grpo-infra up` against the local cluster, whose operators run as processes.
+        installed = pulumi.Config(PROJECT).get_bool("operatorsInstalled") or False
+        deploy_kubernetes(env, depends_on=pools, install_operators=not installed)
     else:
         from .slurm import deploy_slurm
 

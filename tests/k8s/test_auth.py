@@ -25,8 +25,9 @@ def _auth_off(raw: dict[str, Any]) -> None:
 def test_token_auth_is_on_by_default_with_the_images_ray_version(stack: str) -> None:
     env = env_of(stack)
     cluster = ray_job(env)["spec"]["rayClusterSpec"]
-    # No secretName: KubeRay generates the token Secret per RayCluster; nothing secret is rendered.
-    assert cluster["authOptions"] == {"mode": "token"}
+    # The token Secret has a fixed name, so the tenant's Role can grant `get` on it alone; its value is
+    # Pulumi's, never rendered.
+    assert cluster["authOptions"] == {"mode": "token", "secretName": f"{env.job.name}-ray-token"}
     assert cluster["rayVersion"] == env.kubernetes.ray_job.ray_version == RAY_VERSION
     assert "enableK8sTokenAuth" not in cluster["authOptions"], "KubeRay rejects it for RayJobs"
     assert "RAY_AUTH_TOKEN" not in str(ray_job(env)), "KubeRay injects the token variables itself"
@@ -54,11 +55,23 @@ def test_token_auth_with_a_ray_older_than_2_52_is_refused(version: str) -> None:
     assert RayJobSettings.model_validate({"rayVersion": "2.52.0"}).ray_auth == "token"
 
 
-def test_tenants_can_read_the_token_by_name_only() -> None:
+def test_tenants_read_only_their_jobs_ray_token() -> None:
     env = env_of("onprem-k8s")
-    for role in by_kind(objects(env), "Role"):
-        secret_rules = [r for r in role["rules"] if "secrets" in r["resources"]]
-        assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    roles = {r["metadata"]["namespace"]: r for r in by_kind(objects(env), "Role")}
+    secret_rules = {ns: [r for r in role["rules"] if "secrets" in r["resources"]] for ns, role in roles.items()}
+    # rl-team runs the job: its token, by name, get only. eval-team runs none here: no Secret at all
+    # (not the HF token, which reaches the pods through secretKeyRef without any RBAC of the tenant's).
+    assert secret_rules == {
+        "rl-team": [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": ["grpo-llama31-8b-ray-token"],
+                "verbs": ["get"],
+            }
+        ],
+        "eval-team": [],
+    }
 
 
 def test_dashboard_and_token_commands() -> None:
@@ -68,8 +81,7 @@ def test_dashboard_and_token_commands() -> None:
     assert forward.startswith(f"kubectl -n {ns} port-forward ") and forward.endswith(" 8265:8265")
     token = dashboard_token_command(env)
     assert token is not None
-    assert f"get rayjob {name} -o jsonpath='{{.status.rayClusterName}}'" in token
-    assert token.endswith("-o jsonpath='{.data.auth_token}' | base64 -d")
+    assert token == f"kubectl -n {ns} get secret {name}-ray-token -o jsonpath='{{.data.auth_token}}' | base64 -d"
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)

@@ -193,5 +193,8 @@ def test_pulumi_registers_no_configmap_with_the_gate_off(tmp_path: Path) -> None
         if (ROOT / name).exists():
             (tmp_path / name).write_text((ROOT / name).read_text())
     g = record("onprem-k8s", tmp_path)
-    assert g.of_type(CONFIG_MAP) == []
+    # The RDMA device plugin's config (kube-system) is the only ConfigMap left: no gate code.
+    assert [(c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in g.of_type(CONFIG_MAP)] == [
+        ("kube-system", "rdma-devices")
+    ]
     assert g.of_type(RAYJOB)
