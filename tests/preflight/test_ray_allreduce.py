@@ -80,6 +80,8 @@ def test_gloo_across_every_node_passes_a_pool_without_fabric(ray_address: str, t
     assert code == 0, output
     assert output.startswith("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3")
     assert "GB/s" in output
+    # A pool without a fabric has no bar to clear, and the line says so in words, not with dashes.
+    assert output.splitlines()[0].endswith(" GB/s no threshold")
     assert report is not None and report["passed"]
     # One rank per node, each on a different Ray node: the gang's whole footprint was exercised.
     assert report["ranks"] == NODES
@@ -100,6 +102,7 @@ def test_gloo_sockets_fail_a_pool_that_declares_infiniband(ray_address: str, tmp
     assert report is not None and not report["passed"]
     # The default for the pool's real GPUs per node, not for the one gloo rank per node.
     assert report["expected_busbw_gbps"] == 2 * 50.0 * 0.90
+    assert output.splitlines()[0].endswith(" threshold=72.00 GB/s (expected 90.00 GB/s)")  # 0.8 x 90
 
 
 def test_a_gang_larger_than_the_cluster_fails_within_its_timeout(ray_address: str, tmp_path: Path) -> None:
