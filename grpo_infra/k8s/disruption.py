@@ -23,8 +23,15 @@ def pod_disruption_budget(env: Environment) -> dict[str, Any]:
     """A PodDisruptionBudget allowing no voluntary eviction of any pod of the job (head, workers, submitter).
 
     The Eviction API (`kubectl drain`, managed node group updates, cluster autoscalers, GKE node upgrades)
-    honours it; deleting a pod or losing a node does not go through it. `maxUnavailable: 0` rather than
-    `minAvailable: N`, so the budget holds whatever the gang's size and needs no update when it changes.
+    honours it; deleting a pod or losing a node does not go through it.
+
+    `minAvailable` = every pod of the job (the head, one worker per node, the submitter), not
+    `maxUnavailable: 0`: Kubernetes resolves `maxUnavailable` (and percentages) through the scale of
+    each pod's controller, which a RayCluster or a Job does not offer, and then reports an error instead
+    of a budget (k8s.io/kubernetes v1.35.4 pkg/controller/disruption/disruption.go:818-858 and
+    `getExpectedScale` :860-910; https://kubernetes.io/docs/tasks/run-application/configure-pdb/
+    #arbitrary-controllers-and-selectors). While fewer pods are up (starting, or before the submitter
+    exists) no eviction is allowed either.
     """
     job = env.job
     return {
@@ -35,8 +42,13 @@ def pod_disruption_budget(env: Environment) -> dict[str, Any]:
             "namespace": job.tenant,
             "labels": {**MANAGED_BY, JOB_LABEL: job.name},
         },
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {JOB_LABEL: job.name}}},
+        "spec": {"minAvailable": gang_pods(env), "selector": {"matchLabels": {JOB_LABEL: job.name}}},
     }
+
+
+def gang_pods(env: Environment) -> int:
+    """Pods of a running job: the Ray head, one worker per node of the gang, the K8sJobMode submitter."""
+    return 1 + env.gang.nodes + 1
 
 
 def pdb_name(env: Environment) -> str:
