@@ -50,9 +50,10 @@ def manager_config(env: Environment) -> dict[str, Any]:
             # never hold each other's GPUs. Cluster-wide: one stuck gang holds every tenant's admissions
             # for up to `timeout` (docs/kubernetes.md, "Admission while a gang starts").
             "blockAdmission": env.kubernetes.block_admission,
-            # A running gang that lost a pod (its node gone, the replacement Pending) is evicted whole and
-            # requeued after this long; v1beta2 defaults it to `timeout` (sigs.k8s.io/kueue v0.17.0
-            # apis/config/v1beta2/configuration_types.go:288-296). docs/kubernetes.md, "When a node is lost".
+            # A gang that ran and is not ready again (a KubeRay retry's new Ray cluster waiting for a lost
+            # node's replacement) is evicted whole and requeued after this long; v1beta2 defaults it to
+            # `timeout` (sigs.k8s.io/kueue v0.17.0 apis/config/v1beta2/configuration_types.go:288-296).
+            # docs/kubernetes.md, "When a node is lost".
             "recoveryTimeout": f"{env.kubernetes.recovery_timeout_minutes}m",
             "requeuingStrategy": {
                 "timestamp": "Eviction",

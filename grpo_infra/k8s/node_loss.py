@@ -8,8 +8,8 @@ bound how long a dead rank can hold the others:
   fails, the RayJob fails and KubeRay starts a new Ray cluster (`backoffLimit`).
 - The kubelet's liveness probe on every Ray container: a raylet that is alive but unhealthy (wedged)
   gets its container restarted, which Ray then sees as a dead node.
-- Kueue's `waitForPodsReady.recoveryTimeout` (`grpo_infra.k8s.kueue_config`): a gang whose replacement
-  pod cannot be scheduled is evicted whole and requeued.
+- Kueue's `waitForPodsReady.recoveryTimeout` (`grpo_infra.k8s.kueue_config`): when the retry's new
+  Ray cluster cannot get ready (the lost node not replaced), the gang is evicted whole and requeued.
 """
 
 from __future__ import annotations

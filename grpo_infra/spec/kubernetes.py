@@ -284,8 +284,9 @@ class Kubernetes(SpecModel):
     )
     recovery_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = Field(
         default=15,
-        description="Kueue `waitForPodsReady.recoveryTimeout`: a running gang with a pod not ready this long (a lost "
-        "node's replacement Pending) is evicted whole and requeued; Kueue's own default is `podsReadyTimeoutMinutes`.",
+        description="Kueue `waitForPodsReady.recoveryTimeout`: a gang that ran and is not ready again this long (a "
+        "retry's new Ray cluster waiting for a lost node's replacement) is evicted whole and requeued; Kueue's own "
+        "default is `podsReadyTimeoutMinutes`.",
     )
     block_admission: bool = Field(
         default=True,

@@ -4,8 +4,11 @@ the new attempt runs the same entrypoint, resuming from the same checkpoint dire
 
 The gang here is the whole pool (4 nodes), so a lost node leaves no spare for KubeRay's replacement
 worker; `recoveryTimeoutMinutes` is 1 so Kueue acts within the test. Nothing runs Ray under KWOK, so
-the submitter pod is labelled never-ready: it stands for a driver still following the running job
-(KWOK would otherwise complete it at once and KubeRay fail the attempt 30 s later, node or no node).
+the driver is stood in for by the submitter pod: labelled never-ready it stays up, as `ray job submit`
+does while it follows a running job; with the label removed KWOK completes it, as the submitter ends
+when verl's driver exits on Ray's node-death error (docs/kubernetes.md, "When a node is lost", step 2).
+KubeRay then sees a submitter finished and a Ray job not terminal and fails the attempt 30 s later
+(kuberay v1.5.0 and v1.7.0 `DefaultSubmitterFinishedTimeout`), which is the failure `backoffLimit` retries.
 """
 
 from __future__ import annotations
@@ -150,36 +153,68 @@ def test_a_lost_node_tears_the_gang_down_whole_and_the_next_attempt_resumes(
     assert "Cannot evict pod as it would violate the pod's disruption budget" in answer, answer
     mark("eviction refused by the PodDisruptionBudget")
 
-    # The node is lost: deleted from the cluster. The pod GC removes its pod, KubeRay makes a
-    # replacement that no node can take, Kueue sees the gang not ready.
+    # The node is lost: deleted from the cluster. The pod GC removes its pod and KubeRay makes a
+    # replacement no node can take. KubeRay keeps the RayCluster's state Ready (it never resets it), so
+    # Kueue does not notice: what ends the attempt is the driver failing (stood in for here).
     cluster.kubectl(paths, "delete", "node", LOST, "--wait=false")
     mark(f"node {LOST} deleted")
+    wait_until(
+        lambda: any(not p["spec"].get("nodeName") for p in gpu_pods(paths, env)), 120, "a replacement worker Pending"
+    )
+    mark("replacement worker Pending: no node for it")
+    name = first_submitter["metadata"]["name"]
+    cluster.kubectl(paths, "label", "pod", name, "-n", env.job.tenant, f"{NEVER_READY_LABEL}-")
+    mark("driver exits (stand-in for Ray declaring the node dead)")
+
+    # KubeRay fails the attempt and retries it: the whole RayCluster goes, healthy workers included.
+    wait_until(lambda: ray_job(paths, env).get("status", {}).get("failed", 0) >= 1, 120, "the attempt failed")
+    mark("RayJob attempt Failed; KubeRay Retrying (backoffLimit)")
 
     def torn_down() -> bool:
         clusters = [c["metadata"]["name"] for c in get(paths, "rayclusters", "-n", env.job.tenant)["items"]]
-        return first not in clusters and not gpu_pods(paths, env)
+        return first not in clusters and not [
+            p for p in gpu_pods(paths, env) if p["metadata"]["labels"].get("ray.io/cluster") == first
+        ]
 
-    wait_until(torn_down, 240, "the first RayCluster and every GPU pod of the gang gone")
-    mark("gang torn down whole: no RayCluster, no pod holding a GPU")
-    workload = get(paths, "workloads", "-n", env.job.tenant)["items"][0]
-    reasons = {c["type"]: c.get("reason") for c in workload["status"].get("conditions", [])}
-    assert "Evicted" in reasons or "Requeued" in reasons, reasons
-    assert ray_job(paths, env)["status"].get("failed", 0) == 0  # an eviction spends no backoffLimit
+    wait_until(torn_down, 120, "the first RayCluster and every pod of it gone")
+    mark("first RayCluster torn down whole: none of its pods left")
+
+    # The retry's new RayCluster cannot be Ready with a node missing: Kueue evicts the gang after
+    # recoveryTimeout, suspending the RayJob (KubeRay deletes that cluster too) and requeueing it.
+    def evicted() -> dict[str, Any] | None:
+        workload = get(paths, "workloads", "-n", env.job.tenant)["items"][0]
+        conditions = {c["type"]: c for c in workload["status"].get("conditions", [])}
+        return conditions.get("Evicted") if conditions.get("Evicted", {}).get("status") == "True" else None
+
+    eviction = wait_until(evicted, 240, "Kueue evicts the gang that cannot get ready")
+    mark(f"Kueue evicted the gang: {eviction.get('reason')}")
+    wait_until(lambda: not gpu_pods(paths, env), 120, "no pod holding a GPU while the gang waits")
+    mark("no pod of the job holds a GPU")
+    failed_before = ray_job(paths, env)["status"].get("failed", 0)
 
     # Kueue admits the gang again after its requeue backoff; the new workers wait for capacity.
-    wait_until(lambda: ray_job(paths, env)["spec"].get("suspend") is False and gpu_pods(paths, env), 240, "readmitted")
+    wait_until(lambda: ray_job(paths, env)["spec"].get("suspend") is False and gpu_pods(paths, env), 300, "readmitted")
     mark("readmitted by Kueue; new workers waiting for a node")
     lost = next(n for n in fake_nodes(env) if n["metadata"]["name"] == LOST)
     cluster.apply(paths, [lost])
     mark(f"node {LOST} back")
     second = ready_cluster(paths, env, 240, other_than=first)
     attempt = submitter(paths, env, 120, other_than=first_submitter["metadata"]["uid"])
+    assert ray_job(paths, env)["status"].get("failed", 0) == failed_before  # the eviction spent no retry
+    cluster.kubectl(paths, "label", "pod", attempt["metadata"]["name"], "-n", env.job.tenant, f"{NEVER_READY_LABEL}-")
+    wait_until(
+        lambda: (
+            get(paths, "pod", attempt["metadata"]["name"], "-n", env.job.tenant)["status"].get("phase")
+            in ("Running", "Succeeded")
+        ),
+        60,
+        "the new attempt's submitter running",
+    )
     mark(f"new RayCluster {second} ready; new attempt's submitter {attempt['metadata']['name']} started")
 
     # The new attempt runs the same entrypoint: resume from the newest checkpoint of the same directory.
-    command = " ".join(
-        attempt["spec"]["containers"][0].get("command", []) + attempt["spec"]["containers"][0].get("args", [])
-    )
+    container = attempt["spec"]["containers"][0]
+    command = " ".join(container.get("command", []) + container.get("args", []))
     assert "trainer.resume_mode=auto" in command, command
     assert f"trainer.default_local_dir={CHECKPOINT_DIR}" in command, command
     for pod in gpu_pods(paths, env):
