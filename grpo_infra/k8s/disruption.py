@@ -14,8 +14,9 @@ from ..spec import Environment
 from .access import JOB_LABEL
 from .namespaces import MANAGED_BY
 
-# Karpenter (v1) will not voluntarily disrupt (consolidate, drift-replace) a node running a pod with this
-# annotation; https://karpenter.sh/docs/concepts/disruption/#pod-level-controls
+# Karpenter (v1) will not consolidate a node running a pod with this annotation, nor drift-replace it unless
+# the NodeClaim sets a terminationGracePeriod; expiration and repair still happen
+# (https://karpenter.sh/docs/reference/annotations/, https://karpenter.sh/docs/concepts/disruption/).
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
