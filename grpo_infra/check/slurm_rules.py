@@ -3,8 +3,6 @@ the nodes' layout, the tenants' QOS, the time-limit checkpoint; and where the jo
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 from ..ports import block_count
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.slurm import time_limit_minutes
@@ -23,10 +21,10 @@ def slurm_violations(env: Environment) -> list[Violation]:
 
 
 def slurm_warnings(env: Environment) -> list[Violation]:
-    """What may still be wrong but `check` cannot know: paths the stack does not declare shared, a quota
-    on the QOS every association uses by default."""
+    """What may still be wrong but `check` cannot know: a quota on the QOS every association uses by
+    default, or no quota at all (the job's paths: check/paths.py, one rule for both targets)."""
     assert env.slurm is not None
-    return [*_shared_paths(env), *_default_qos(env), *_unenforced_quota(env)]
+    return [*_missing_layouts(env), *_default_qos(env), *_unenforced_quota(env)]
 
 
 def _unenforced_quota(env: Environment) -> list[Violation]:
@@ -154,18 +152,25 @@ def _node_layouts(env: Environment) -> list[Violation]:
                     f"{pool.memory_gib * 1024} MiB for jobs",
                 )
             )
-    described = {n.pool for n in slurm.node_layouts}
-    for i, pool in enumerate(env.pools):
-        if pool.name not in described:
-            out.append(
-                Violation(
-                    "slurm-node-layout",
-                    f"{SLURM}.nodeLayouts",
-                    f"pool {pool.name} (pools[{i}]) has no layout: give Sockets, CoresPerSocket and ThreadsPerCore "
-                    "as `slurmd -C` prints them on one of its nodes",
-                )
-            )
     return out
+
+
+def _missing_layouts(env: Environment) -> list[Violation]:
+    """Without a layout Slurm takes each CPU for a one-core socket: jobs run, but tasks are bound
+    without regard to the real sockets, and slurmctld logs that the node differs from its hardware."""
+    slurm = env.slurm
+    assert slurm is not None
+    described = {n.pool for n in slurm.node_layouts}
+    return [
+        Violation(
+            "slurm-node-layout-missing",
+            f"{SLURM}.nodeLayouts",
+            f"pool {pool.name} (pools[{i}]) has no layout: give Sockets, CoresPerSocket and ThreadsPerCore "
+            "as `slurmd -C` prints them on one of its nodes",
+        )
+        for i, pool in enumerate(env.pools)
+        if pool.name not in described
+    ]
 
 
 def _qos(env: Environment) -> list[Violation]:
@@ -216,59 +221,4 @@ def _checkpoint(env: Environment) -> list[Violation]:
                 "from step 0 again; use `auto`",
             )
         )
-    return out
-
-
-def _host_path(env: Environment, path: str) -> str | None:
-    """Where a path the job's processes see lies on the host: through a container mount, or itself
-    without a container; None when it is inside the image."""
-    slurm = env.slurm
-    assert slurm is not None
-    if slurm.container.runtime == "none":
-        return path
-    inside = PurePosixPath(path)
-    best: tuple[int, str] | None = None
-    for host, dest in slurm.container.binds():
-        target = PurePosixPath(dest)
-        if inside == target or target in inside.parents:
-            depth = len(target.parts)
-            if best is None or depth > best[0]:
-                best = (depth, str(PurePosixPath(host) / inside.relative_to(target)))
-    return best[1] if best else None
-
-
-def _shared_paths(env: Environment) -> list[Violation]:
-    """Model, data and checkpoints must be on a file system every node sees, or the workers cannot read
-    them and a requeue on other nodes resumes from nothing."""
-    slurm, job = env.slurm, env.job
-    assert slurm is not None
-    shared = [PurePosixPath(p) for p in slurm.shared_paths]
-    paths = [
-        ("modelPath", job.model_path),
-        *((f"data.trainFiles[{i}]", f) for i, f in enumerate(job.data.train_files)),
-        *((f"data.valFiles[{i}]", f) for i, f in enumerate(job.data.val_files)),
-        ("checkpoint.dir", job.checkpoint.dir),
-    ]
-    out = []
-    for field, path in paths:
-        where = f"{ENVIRONMENT_KEY}.job.{field}"
-        host = _host_path(env, path)
-        if host is None:
-            out.append(
-                Violation(
-                    "slurm-shared-paths",
-                    where,
-                    f"{path} is on no container mount: it is inside the image, not on a shared file system",
-                )
-            )
-        elif not any(PurePosixPath(host) == s or s in PurePosixPath(host).parents for s in shared):
-            seen = f" (host path {host})" if host != path else ""
-            declared = ", ".join(slurm.shared_paths) or "none declared"
-            out.append(
-                Violation(
-                    "slurm-shared-paths",
-                    where,
-                    f"{path}{seen} is under no path of slurm.sharedPaths ({declared}): every node must see it",
-                )
-            )
     return out
