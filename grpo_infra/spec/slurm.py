@@ -178,6 +178,11 @@ class Slurm(SpecModel):
     node_layouts: list[NodeLayout] = Field(
         default_factory=list, description="Each pool's Sockets/CoresPerSocket/ThreadsPerCore and MemSpecLimit."
     )
+    shared_paths: list[AbsolutePath] = Field(
+        default_factory=list,
+        description="Host paths on a file system every node mounts (Lustre, NFS, GPFS); `check` warns when the "
+        "model, the data or the checkpoints lie outside them.",
+    )
     gres_types: list[GresName] = Field(
         default_factory=lambda: ["gpu"],
         description="The site's whole GresTypes list, written into the fragment (a second GresTypes line in "
@@ -200,11 +205,6 @@ class Slurm(SpecModel):
         "than this plus its longest step away.",
     )
     switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
-    shared_paths: list[Annotated[str, StringConstraints(pattern=r"^/\S*$")]] = Field(
-        default_factory=list,
-        description="File systems every node mounts at the same path (Lustre, NFS, GPFS); `check` warns about "
-        "a model, data or checkpoint path outside them.",
-    )
 
     @field_validator("max_time", "time_limit")
     @classmethod

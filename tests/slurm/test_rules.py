@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from typer.testing import CliRunner
+
 from grpo_infra.check import violations, warnings
+from grpo_infra.cli import app
 from grpo_infra.spec import Environment
+from tests.conftest import ROOT
 from tests.slurm.variants import stack, variant
 
 
@@ -68,9 +72,51 @@ def test_a_requeued_run_must_resume() -> None:
     assert ("slurm-requeue-resume", "grpo-infra:environment.job.checkpoint.resume", "") in _rules(env)
 
 
+def test_paths_outside_the_shared_file_system_are_warned_about() -> None:
+    env = variant("onprem-slurm", lambda d: d["slurm"].update(sharedPaths=["/gpfs"]))
+    found = warnings(env)
+    assert [w.where.removeprefix("grpo-infra:environment.job.") for w in found] == [
+        "modelPath",
+        "data.trainFiles[0]",
+        "data.valFiles[0]",
+        "checkpoint.dir",
+    ]
+    # The container path is judged by where its mount comes from on the host.
+    assert "/checkpoints/qwen25-32b-dapo (on the nodes: /lustre/checkpoints/qwen25-32b-dapo)" in found[3].message
+    assert violations(env) == []  # a warning, never a refusal
+
+
+def test_a_path_on_no_mount_is_inside_the_image() -> None:
+    env = variant("onprem-slurm", lambda d: d["job"]["checkpoint"].update(dir="/workspace/ckpt"))
+    [found] = warnings(env)
+    assert found.where == "grpo-infra:environment.job.checkpoint.dir"
+    assert "inside the container image" in found.message
+
+
+def test_without_a_container_paths_are_judged_as_they_are() -> None:
+    env = variant("local-slurm", lambda d: d["slurm"].update(sharedPaths=["/run/grpo-sandbox/shared"]))
+    found = [w for w in warnings(env) if w.rule == "slurm-path-shared"]
+    assert [w.where.rsplit(".", 1)[-1] for w in found] == ["modelPath", "trainFiles[0]", "valFiles[0]"]
+
+
 def test_quota_on_the_default_qos_is_warned_about() -> None:
     env = variant(
         "local-slurm", lambda d: (d["tenants"][0].update(queue="normal"), d["slurm"].update(accounting="slurmdbd"))
     )
     [found] = warnings(env)
     assert found.rule == "slurm-qos-default" and "GrpTRES=gres/gpu=24" in found.message
+
+
+def test_check_prints_warnings_and_still_passes(tmp_path: Any) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    text = (
+        (ROOT / "stacks" / "Pulumi.onprem-slurm.yaml")
+        .read_text()
+        .replace("sharedPaths: [/lustre]", "sharedPaths: [/gpfs]")
+    )
+    (stacks / "Pulumi.onprem-slurm.yaml").write_text(text)
+    result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("warning: ") == 4 and "[slurm-path-shared]" in result.output
