@@ -153,6 +153,7 @@ def _cluster(tmp: Path, fragment: str, gres: str) -> Iterator[dict[str, str]]:
         )
         yield env
     finally:
+        _end_jobs(env, conf, {proc.pid for proc in procs})
         for proc in reversed(procs):
             proc.terminate()
         for proc in reversed(procs):
@@ -160,6 +161,26 @@ def _cluster(tmp: Path, fragment: str, gres: str) -> Iterator[dict[str, str]]:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _end_jobs(env: dict[str, str], conf: Path, daemons: set[int]) -> None:
+    """Cancel every job and wait for them to go; then kill whatever of this cluster's jobs is left (with
+    proctrack/linuxproc a step daemon outlives a stopped slurmd, and keeps its job's processes): every
+    process but the daemons whose environment names this cluster's slurm.conf."""
+    subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, check=False)
+    with contextlib.suppress(AssertionError):
+        _wait(
+            "the jobs to end",
+            lambda: not subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout.strip(),
+            timeout=20,
+        )
+    marker = f"SLURM_CONF={conf}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in daemons or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), 9)
 
 
 def _directive(script: str, name: str) -> str:
@@ -205,6 +226,5 @@ def test_rendered_quota_holds_a_job_over_it_pending() -> None:
             with contextlib.suppress(AssertionError):
                 _wait("the QOS limit", lambda: state(second) == "PENDING QOSGrpGRES", timeout=45)
             assert state(second) == "PENDING QOSGrpGRES"
-            subprocess.run(["scancel", first, second], env=slurm_env, check=False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
