@@ -233,7 +233,12 @@ def _go(args: list[str], cwd: Path, log: Path) -> subprocess.CompletedProcess[st
 
 
 def _first_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("go: errors parsing")]
+    """The line of `go`'s output that says what went wrong (not its download progress)."""
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("go: downloading", "go: errors parsing", "# "))
+    ]
     for ln in lines:
         if "not available" in ln or "Forbidden" in ln or "404" in ln or "410" in ln:
             return ln
