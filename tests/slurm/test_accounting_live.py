@@ -22,15 +22,17 @@ from typing import Any
 import pytest
 
 from grpo_infra.slurmgen import ACCOUNTING_PATH, SBATCH_PATH, render_files
+from tests.conftest import unavailable
 from tests.slurm.variants import variant
 
 TOOLS = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "slurmctld", "slurmd", "munged", "sacctmgr", "sbatch")
 QUOTA = 8
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or any(shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None for t in TOOLS),
-    reason="needs root and slurmdbd, mariadb-server, slurmctld, slurmd, munge",
-)
+if os.geteuid() != 0:
+    pytest.skip("needs root (the daemons run as root)", allow_module_level=True)
+_missing = [t for t in TOOLS if shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+if _missing:
+    unavailable(f"needs slurmdbd, mariadb-server, slurmctld, slurmd and munge (missing: {' '.join(_missing)})")
 
 
 def _free_ports(n: int) -> list[int]:
