@@ -123,6 +123,11 @@ def _start(paths: Paths, name: str, argv: list[str], env: dict[str, str] | None 
             cwd=paths.root,
         )
     paths.pidfile(name).write_text(f"{proc.pid}\n")
+    # Right after the fork /proc/<pid>/cmdline may not show the program's arguments yet, and `_alive`
+    # (which looks for the cluster's root there) would report a process that is starting as dead.
+    deadline = time.monotonic() + 2
+    while proc.poll() is None and not _alive(paths, name) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _alive(paths: Paths, name: str) -> bool:

@@ -1,14 +1,15 @@
 """A node of a running gang is lost on the local cluster (real API server, scheduler, controller
-manager, Kueue and KubeRay; KWOK kubelets): the gang is torn down whole, Kueue admits it again, and
-the new attempt runs the same entrypoint, resuming from the same checkpoint directory.
+manager, Kueue and KubeRay; KWOK kubelets).
 
-The gang here is the whole pool (4 nodes), so a lost node leaves no spare for KubeRay's replacement
-worker; `recoveryTimeoutMinutes` is 1 so Kueue acts within the test. Nothing runs Ray under KWOK, so
-the driver is stood in for by the submitter pod: labelled never-ready it stays up, as `ray job submit`
-does while it follows a running job; with the label removed KWOK completes it, as the submitter ends
-when verl's driver exits on Ray's node-death error (docs/kubernetes.md, "When a node is lost", step 2).
-KubeRay then sees a submitter finished and a Ray job not terminal and fails the attempt 30 s later
-(kuberay v1.5.0 and v1.7.0 `DefaultSubmitterFinishedTimeout`), which is the failure `backoffLimit` retries.
+Shown here: the PodDisruptionBudget makes the real API server refuse an eviction of a gang pod; after a
+GPU node is deleted, the pod GC removes its pod and KubeRay's replacement finds no node, while the
+attempt stays Running and admitted. Nothing runs Ray under KWOK, so nothing fails the Ray job, which is
+what ends the attempt on a real cluster (docs/kubernetes.md, "When a node is lost"): KubeRay's retry,
+Kueue's recoveryTimeout eviction and readmission, and the resumed entrypoint are not shown here.
+
+The gang is the whole pool (4 nodes), so no spare node takes the replacement worker. The submitter
+pod is labelled never-ready: it stands for a driver still following the running job (KWOK would
+otherwise complete it at once).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 
 from grpo_infra import k8s as render
 from grpo_infra.kube import cluster
-from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths, fake_nodes
+from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
 from .conftest import LOCK, get, local_k8s, require_binaries, wait_until, with_changes
@@ -63,6 +64,8 @@ def stand_in_objects(env: Environment) -> list[dict[str, Any]]:
     objects = copy.deepcopy(render.objects(env))
     job = next(o for o in objects if o["kind"] == "RayJob")
     job["spec"]["submitterPodTemplate"]["metadata"]["labels"][NEVER_READY_LABEL] = "true"
+    # KubeRay v1.5.0's CRD (the local build) has no authOptions; no Ray runs here to authenticate.
+    job["spec"]["rayClusterSpec"].pop("authOptions", None)
     return objects
 
 
@@ -129,7 +132,7 @@ def evict(paths: Paths, pod: dict[str, Any]) -> str:
     return (proc.stdout + proc.stderr).strip()
 
 
-def test_a_lost_node_tears_the_gang_down_whole_and_the_next_attempt_resumes(
+def test_a_lost_node_leaves_the_budget_refusing_evictions_and_its_worker_pending(
     lossy: tuple[Paths, Environment],
 ) -> None:
     paths, env = lossy
@@ -139,10 +142,9 @@ def test_a_lost_node_tears_the_gang_down_whole_and_the_next_attempt_resumes(
     def mark(event: str) -> None:
         timeline.append((round(time.monotonic() - start, 1), event))
 
-    warnings = cluster.apply(paths, stand_in_objects(env), validate="warn")
-    assert all('unknown field "spec.rayClusterSpec.authOptions"' in w for w in warnings), warnings
+    cluster.apply(paths, stand_in_objects(env))  # strict: every other field known to the real CRDs
     first = ready_cluster(paths, env, 120)
-    first_submitter = submitter(paths, env, 60)
+    submitter(paths, env, 120)
     mark(f"admitted, RayCluster {first} ready on 4 nodes")
     workers = [p for p in gpu_pods(paths, env) if p["spec"].get("nodeName")]
     assert sorted(p["spec"]["nodeName"] for p in workers) == [f"local-gpu-{i}" for i in range(1, 5)]
@@ -162,64 +164,15 @@ def test_a_lost_node_tears_the_gang_down_whole_and_the_next_attempt_resumes(
         lambda: any(not p["spec"].get("nodeName") for p in gpu_pods(paths, env)), 120, "a replacement worker Pending"
     )
     mark("replacement worker Pending: no node for it")
-    name = first_submitter["metadata"]["name"]
-    cluster.kubectl(paths, "label", "pod", name, "-n", env.job.tenant, f"{NEVER_READY_LABEL}-")
-    mark("driver exits (stand-in for Ray declaring the node dead)")
-
-    # KubeRay fails the attempt and retries it: the whole RayCluster goes, healthy workers included.
-    wait_until(lambda: ray_job(paths, env).get("status", {}).get("failed", 0) >= 1, 120, "the attempt failed")
-    mark("RayJob attempt Failed; KubeRay Retrying (backoffLimit)")
-
-    def torn_down() -> bool:
-        clusters = [c["metadata"]["name"] for c in get(paths, "rayclusters", "-n", env.job.tenant)["items"]]
-        return first not in clusters and not [
-            p for p in gpu_pods(paths, env) if p["metadata"]["labels"].get("ray.io/cluster") == first
-        ]
-
-    wait_until(torn_down, 120, "the first RayCluster and every pod of it gone")
-    mark("first RayCluster torn down whole: none of its pods left")
-
-    # The retry's new RayCluster cannot be Ready with a node missing: Kueue evicts the gang after
-    # recoveryTimeout, suspending the RayJob (KubeRay deletes that cluster too) and requeueing it.
-    def evicted() -> dict[str, Any] | None:
-        workload = get(paths, "workloads", "-n", env.job.tenant)["items"][0]
-        conditions = {c["type"]: c for c in workload["status"].get("conditions", [])}
-        return conditions.get("Evicted") if conditions.get("Evicted", {}).get("status") == "True" else None
-
-    eviction = wait_until(evicted, 240, "Kueue evicts the gang that cannot get ready")
-    mark(f"Kueue evicted the gang: {eviction.get('reason')}")
-    wait_until(lambda: not gpu_pods(paths, env), 120, "no pod holding a GPU while the gang waits")
-    mark("no pod of the job holds a GPU")
-    failed_before = ray_job(paths, env)["status"].get("failed", 0)
-
-    # Kueue admits the gang again after its requeue backoff; the new workers wait for capacity.
-    wait_until(lambda: ray_job(paths, env)["spec"].get("suspend") is False and gpu_pods(paths, env), 300, "readmitted")
-    mark("readmitted by Kueue; new workers waiting for a node")
-    lost = next(n for n in fake_nodes(env) if n["metadata"]["name"] == LOST)
-    cluster.apply(paths, [lost])
-    mark(f"node {LOST} back")
-    second = ready_cluster(paths, env, 240, other_than=first)
-    attempt = submitter(paths, env, 120, other_than=first_submitter["metadata"]["uid"])
-    assert ray_job(paths, env)["status"].get("failed", 0) == failed_before  # the eviction spent no retry
-    cluster.kubectl(paths, "label", "pod", attempt["metadata"]["name"], "-n", env.job.tenant, f"{NEVER_READY_LABEL}-")
-    wait_until(
-        lambda: (
-            get(paths, "pod", attempt["metadata"]["name"], "-n", env.job.tenant)["status"].get("phase")
-            in ("Running", "Succeeded")
-        ),
-        60,
-        "the new attempt's submitter running",
-    )
-    mark(f"new RayCluster {second} ready; new attempt's submitter {attempt['metadata']['name']} started")
-
-    # The new attempt runs the same entrypoint: resume from the newest checkpoint of the same directory.
-    container = attempt["spec"]["containers"][0]
-    command = " ".join(container.get("command", []) + container.get("args", []))
-    assert "trainer.resume_mode=auto" in command, command
-    assert f"trainer.default_local_dir={CHECKPOINT_DIR}" in command, command
-    for pod in gpu_pods(paths, env):
-        mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
-        source = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
-        assert mounts["checkpoints"] == CHECKPOINT_DIR
-        assert source["hostPath"]["path"] == "/var/lib/grpo-checkpoints"
+    # Nothing runs Ray under KWOK, so nothing fails the Ray job (step 2) and KubeRay keeps the attempt:
+    # the RayJob stays Running and admitted, the healthy workers keep their GPUs. On a real cluster
+    # Ray's node-death detection ends it here; the rest of the sequence (KubeRay's retry, Kueue's
+    # recoveryTimeout eviction and readmission, the resumed entrypoint) is not shown on this cluster.
+    job = ray_job(paths, env)
+    assert job["status"].get("jobDeploymentStatus") == "Running"
+    assert not job["spec"].get("suspend")  # still admitted
+    assert job["status"].get("failed", 0) == 0
+    healthy = [p for p in gpu_pods(paths, env) if p["spec"].get("nodeName")]
+    assert sorted(p["spec"]["nodeName"] for p in healthy) == ["local-gpu-1", "local-gpu-3", "local-gpu-4"]
+    mark("attempt still Running on 3 nodes: only Ray's failure (absent here) ends it")
     print("\n".join(f"{t:7.1f}s  {e}" for t, e in timeline))
