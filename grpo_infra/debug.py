@@ -57,3 +57,9 @@ def needs_debugpy(env: Environment) -> bool:
 def warning(env: Environment) -> str | None:
     """The line every target prints when the switch opens a port to the node's network."""
     return LEGACY_WARNING if env.job.debug.ray_debugger == "legacy" else None
+
+
+def ray_start_params(env: Environment) -> dict[str, str]:
+    """The same options as KubeRay `rayStartParams`: a "true" value becomes the bare flag
+    (ray-operator/controllers/ray/common/pod.go, convertParamMap)."""
+    return {flag.removeprefix("--"): "true" for flag in ray_start_args(env)}

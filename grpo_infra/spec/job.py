@@ -255,7 +255,7 @@ class Job(SpecModel):
             raise ValueError(f"{', '.join(leaked)} looks like a credential; list it under `secrets` instead")
         owned = sorted(DEBUG_ENV_KEYS & set(env))
         if owned:
-            raise ValueError(f"{', '.join(owned)} belongs to the debugger switch; set `job.debug` instead")
+            raise ValueError(f"the debugger switch owns {', '.join(owned)}; set `job.debug` instead")
         return env
 
     @field_validator("secrets")

@@ -146,7 +146,11 @@ class Cluster:
         env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file)}
         proc = subprocess.run(
             [sys.executable, "-c", JOBS_API, self.dashboard(), submission, str(timeout)],
-            env=env, capture_output=True, text=True, timeout=timeout + 60, check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+            check=False,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         result = json.loads(proc.stdout.strip().splitlines()[-1])
