@@ -19,6 +19,9 @@ LEGACY_WARNING = (
     "job.debug.rayDebugger is legacy: Ray's debugger listens on this node's address "
     "(--ray-debugger-external); anyone who reaches the node can attach to a paused task"
 )
+# Ray's debugpy integration refuses debugpy older than 1.8.0 (ray/util/debugpy.py, _try_import_debugpy,
+# Ray 2.60): the check every target runs before Ray starts, with the image's python3.
+DEBUGPY_CHECK = """python3 -c 'import debugpy, sys; sys.exit(debugpy.__version__ < "1.8.0")'"""
 # One file per rank under the job's log directory: NCCL substitutes %h (host) and %p (pid).
 NCCL_DEBUG_FILE_NAME = "nccl.%h.%p.log"
 

@@ -72,7 +72,7 @@ def node_functions(env: Environment, ports: PortRange, interface: str | None) ->
         exports=[(name, single_quoted(value)) for name, value in job_environment(env, interface)],
         # Double quotes: the log directory is the node's own, expanded on the node.
         debug_exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NODE_LOG_DIR)],
-        debug_check=debug.needs_debugpy(env),
+        debug_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
         debug_warning=debug.warning(env),
         debug_start_args=debug.ray_start_args(env),
         secrets=[s.env for s in env.job.secrets],
@@ -114,6 +114,7 @@ def cloud_node_script(
     head_var: str,
     gpus_var: str,
     gate_dir: str,
+    dashboard_loopback: bool,
 ) -> str:
     """The script every node of a SkyPilot or dstack run executes: rank 0 is the head (readiness
     wait, fabric gate, verl), the others join it and live as long as it does."""
@@ -132,6 +133,7 @@ def cloud_node_script(
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
         gate=env.job.preflight.nccl.enabled,
         head_command=gate_prefixed(env, gate_dir),
+        dashboard_loopback=dashboard_loopback,
     )
 
 

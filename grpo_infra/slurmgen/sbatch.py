@@ -210,7 +210,7 @@ class DebugSettings:
     exports: list[tuple[str, str]]
     """Double-quoted: the log directory expands in the batch shell."""
     ray_start_args: list[str]
-    needs_debugpy: bool
+    debugpy_check: str | None
     warning: str | None
 
 
@@ -218,6 +218,6 @@ def debug_settings(env: Environment) -> DebugSettings:
     return DebugSettings(
         exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NCCL_LOG_DIR)],
         ray_start_args=debug.ray_start_args(env),
-        needs_debugpy=debug.needs_debugpy(env),
+        debugpy_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
         warning=debug.warning(env),
     )

@@ -90,7 +90,10 @@ def test_no_secret_value_and_no_wildcard_bind(stack: str) -> None:
             assert value.split(":")[-1] not in text
         assert "=0.0.0.0" not in text and "host 0.0.0.0" not in text
         if "grpo_start_ray()" in text:
-            assert '--dashboard-host="$addr"' in text
+            assert '--dashboard-host="${GRPO_RAY_DASHBOARD_HOST:-$addr}"' in text
+        # Cloud launchers: the dashboard on loopback, reached through an SSH tunnel or dstack's forwarding.
+        if path in ("skypilot/task.yaml", "dstack/task.dstack.yml"):
+            assert "export GRPO_RAY_DASHBOARD_HOST=127.0.0.1" in text
         assert "ray stop" not in text.replace("Never `ray stop`", "")
 
 
@@ -147,7 +150,7 @@ def test_post_mortem_debugger_checks_debugpy_and_sets_no_legacy_flag() -> None:
     for part in ("slurm/grpo.sbatch", "ray/head.sh", "ray/worker.sh"):
         text = files[part]
         assert 'RAY_DEBUG_POST_MORTEM="1"' in text, part
-        assert "import debugpy" in text, part
+        assert 'import debugpy, sys; sys.exit(debugpy.__version__ < "1.8.0")' in text, part
         assert "RAY_DEBUG=" not in text and "--ray-debugger-external" not in text, part
 
 

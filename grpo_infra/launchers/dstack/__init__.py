@@ -62,6 +62,7 @@ def task(env: Environment) -> dict[str, Any]:
             head_var='"${DSTACK_MASTER_NODE_IP:-${node_ips[0]}}"',
             gpus_var="${DSTACK_GPUS_PER_NODE:-0}",
             gate_dir=GATE_DIR,
+            dashboard_loopback=True,
         )
     ]
     # The dashboard, forwarded to the user's localhost by an attached `dstack apply`.

@@ -65,6 +65,8 @@ def task(env: Environment) -> dict[str, Any]:
         head_var='"${node_ips[0]}"',
         gpus_var="${SKYPILOT_NUM_GPUS_PER_NODE:-0}",
         gate_dir="$HOME/.grpo-infra",
+        # An exposed dashboard listens on the node's address (SkyPilot opens the port); else loopback only.
+        dashboard_loopback=not sky.expose_dashboard,
     )
     return document
 
