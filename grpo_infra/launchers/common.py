@@ -133,6 +133,7 @@ def cloud_node_script(
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
         gate=env.job.preflight.nccl.enabled,
         head_command=gate_prefixed(env, gate_dir),
+        entrypoint_command=gate_prefixed(env, gate_dir, driver='bash -c "$GRPO_ENTRYPOINT"'),
         dashboard_loopback=dashboard_loopback,
     )
 

@@ -18,28 +18,10 @@ import pytest
 from grpo_infra import synth
 from grpo_infra.launchers import ray as ray_launcher
 from grpo_infra.ports import ray_ports
-from grpo_infra.sandbox.cluster import which
 from grpo_infra.sandbox.plan import Plan
+from tests.sandbox.nodes import BIN, CHECK_GANG, in_node_command, ray_processes
 
 pytestmark = pytest.mark.sandbox
-
-BIN = Path(sys.executable).parent
-# The stand-in for verl: one task per node asking for all of that node's GPUs; it fails unless every
-# node answers with its own 8 GPU ids, so the job SUCCEEDS only on the whole gang.
-CHECK_GANG = """
-import socket, sys, ray
-ray.init()
-@ray.remote(num_gpus=8, num_cpus=0)
-def where():
-    return socket.gethostname(), ray.get_gpu_ids()
-alive = [n for n in ray.nodes() if n["Alive"]]
-gpus = sum(n["Resources"].get("GPU", 0) for n in alive)
-print(f"check-gang: {len(alive)} nodes, {gpus:g} GPUs", flush=True)
-seen = dict(ray.get([where.remote() for _ in range(3)], timeout=120))
-print("check-gang: hosts", sorted(seen), "gpus per host", sorted(len(g) for g in seen.values()), flush=True)
-sys.exit(0 if len(alive) == 3 and gpus == 24 and sorted(seen) == ["node1", "node2", "node3"]
-         and all(len(g) == 8 for g in seen.values()) else 1)
-"""
 
 # Polls one submission through the Jobs API until it is final; prints {"status", "logs"}.
 JOBS_API = """
@@ -57,19 +39,9 @@ print(json.dumps({"status": status.value, "logs": client.get_job_logs(sys.argv[2
 
 def _in_node(plan: Plan, name: str, argv: list[str], env: dict[str, str], timeout: float = 180) -> str:
     """Run a rendered script on one sandbox machine (its network and host name), return its output."""
-    node = next(n for n in plan.nodes if n.name == name)
-    command = [
-        which("nsenter") or "nsenter",
-        f"--net=/run/netns/{node.namespace}",
-        which("unshare") or "unshare",
-        "--uts",
-        "sh",
-        "-c",
-        f'hostname {name} && exec "$@"',
-        "sh",
-        *argv,
-    ]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        in_node_command(plan, name, argv), env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
     out = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise AssertionError(f"{' '.join(argv)} on {name} exited {proc.returncode}:\n{out[-4000:]}")
@@ -86,12 +58,6 @@ def _environment(plan: Plan, run: int) -> dict[str, str]:
         "GRPO_RAY_READY_TIMEOUT": "120",
         "RAY_USAGE_STATS_ENABLED": "0",
     }
-
-
-def _ray_processes(root: Path) -> list[str]:
-    """Command lines of every process running under `root` (all of a run's Ray lives there)."""
-    out = subprocess.run(["pgrep", "-a", "-f", f"{root}(/| |$)"], capture_output=True, text=True, check=False)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
 
 
 @pytest.fixture(scope="module")
@@ -202,10 +168,10 @@ def test_manual_cluster_runs_the_job_and_stops_clean(
     assert "check-gang: 3 nodes, 24 GPUs" in logs
     assert "gpus per host [8, 8, 8]" in logs
 
-    assert _ray_processes(cluster.root), "the cluster should be running before stop"
+    assert ray_processes(cluster.root), "the cluster should be running before stop"
     cluster.stop()
     clusters.remove(cluster)
-    assert _ray_processes(cluster.root) == []
+    assert ray_processes(cluster.root) == []
     assert not (cluster.root / "ray-auth-token").exists()
 
 
@@ -227,10 +193,10 @@ def test_two_clusters_on_the_same_machines_do_not_clash(
     assert second.final_status(sub2)[0] == "SUCCEEDED"
     first.stop()
     clusters.remove(first)
-    assert _ray_processes(first.root) == []
+    assert ray_processes(first.root) == []
     # Stopping run 1 stopped nothing of run 2: still whole.
     assert "24/24 GPUs" in second.wait()
-    assert len(_ray_processes(second.root)) > 0
+    assert len(ray_processes(second.root)) > 0
     second.stop()
     clusters.remove(second)
-    assert _ray_processes(second.root) == []
+    assert ray_processes(second.root) == []
