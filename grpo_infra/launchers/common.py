@@ -115,6 +115,7 @@ def cloud_node_script(
     gpus_var: str,
     gate_dir: str,
     dashboard_loopback: bool,
+    count_var: str | None = None,
 ) -> str:
     """The script every node of a SkyPilot or dstack run executes: rank 0 is the head (readiness
     wait, fabric gate, verl), the others join it and live as long as it does."""
@@ -135,6 +136,7 @@ def cloud_node_script(
         head_command=gate_prefixed(env, gate_dir),
         entrypoint_command=gate_prefixed(env, gate_dir, driver='bash -c "$GRPO_ENTRYPOINT"'),
         dashboard_loopback=dashboard_loopback,
+        count_var=count_var,
     )
 
 

@@ -63,6 +63,7 @@ def task(env: Environment) -> dict[str, Any]:
             gpus_var="${DSTACK_GPUS_PER_NODE:-0}",
             gate_dir=GATE_DIR,
             dashboard_loopback=True,
+            count_var="${DSTACK_NODES_NUM:-}",
         )
     ]
     # The dashboard, forwarded to the user's localhost by an attached `dstack apply`.
