@@ -66,3 +66,12 @@ def ray_start_params(env: Environment) -> dict[str, str]:
     """The same options as KubeRay `rayStartParams`: a "true" value becomes the bare flag
     (ray-operator/controllers/ray/common/pod.go, convertParamMap)."""
     return {flag.removeprefix("--"): "true" for flag in ray_start_args(env)}
+
+
+def debugpy_guard(env: Environment) -> str | None:
+    """A POSIX sh line that stops the job with one message when the image lacks debugpy >= 1.8.0
+    (Kubernetes: the entrypoint's first step on the head, whose image the workers share)."""
+    if not needs_debugpy(env):
+        return None
+    message = "grpo: ERROR: job.debug.rayDebugger is postMortem, but the image has no debugpy >= 1.8.0"
+    return f"{{ {DEBUGPY_CHECK} 2>/dev/null || {{ echo '{message}' >&2; exit 1; }}; }}"

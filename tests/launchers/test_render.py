@@ -159,3 +159,33 @@ def test_debug_switch_owns_its_variables() -> None:
         environment("local-slurm", debug={"rayDebugger": "postMortem"}, env={"RAY_DEBUG": "legacy"})
     with pytest.raises(SpecError, match="rayDebugger"):
         environment("local-slurm", debug={"rayDebugger": "both"})
+
+
+@pytest.mark.parametrize(("version", "passes"), [("1.7.2", False), ("1.8.0", True), ("1.8.16", True), (None, False)])
+def test_debugpy_guard_runs_the_image_check(version: str | None, passes: bool, tmp_path: Path) -> None:
+    """The Kubernetes entrypoint's first step, run by sh with a python3 whose debugpy is `version`
+    (None: no debugpy at all); Ray refuses debugpy older than 1.8.0."""
+    from grpo_infra import debug
+
+    guard = debug.debugpy_guard(environment("gke-dev", debug={"rayDebugger": "postMortem"}))
+    assert guard is not None
+    site = tmp_path / "site"
+    if version is not None:
+        (site / "debugpy").mkdir(parents=True)
+        (site / "debugpy" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    # python3 that sees only `site` (-S: no site-packages, so the venv's own debugpy is out of reach).
+    (bindir / "python3").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} -S "$@"\n')
+    (bindir / "python3").chmod(0o755)
+    proc = subprocess.run(
+        ["sh", "-c", f"{guard} && echo training"],
+        env={"PATH": f"{bindir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (proc.returncode == 0) == passes, proc.stderr
+    assert ("training" in proc.stdout) == passes
+    if not passes:
+        assert "has no debugpy >= 1.8.0" in proc.stderr
