@@ -164,6 +164,13 @@ def test_manual_cluster_runs_the_job_and_stops_clean(
     assert f"ray job logs --address {cluster.dashboard()} --follow {submission}" in out
     status, logs = cluster.final_status(submission)
     assert status == "SUCCEEDED", logs
+    # The run's token: readable by its owner only, and in no output, log or rendered file.
+    token_file = cluster.root / "ray-auth-token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = token_file.read_text().strip()
+    assert len(token) == 64
+    for text in (started, ready, out, logs, *(p.read_text() for p in scripts.iterdir() if p.is_file())):
+        assert token not in text
     assert "PASS" in logs  # the fabric gate ran before the entrypoint
     assert "check-gang: 3 nodes, 24 GPUs" in logs
     assert "gpus per host [8, 8, 8]" in logs
