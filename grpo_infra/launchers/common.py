@@ -10,7 +10,6 @@ targets already use.
 
 from __future__ import annotations
 
-import shlex
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -81,17 +80,6 @@ def node_functions(env: Environment, ports: PortRange, interface: str | None) ->
         nodes=env.gang.nodes,
         world_size=env.gang.world_size,
     ).rstrip("\n")
-
-
-def entrypoint_script(env: Environment, driver: str | None = None) -> str:
-    """The job's shell line on the head: the fabric gate, then verl (or `driver`), joined by `&&`."""
-    gate = gate_command(env)
-    main = driver if driver is not None else verl.shell_command(env)
-    return f"{gate} && {main}" if gate else main
-
-
-def quote(word: str) -> str:
-    return shlex.quote(word)
 
 
 def gate_prefixed(env: Environment, gate_dir: str, driver: str | None = None) -> str:
