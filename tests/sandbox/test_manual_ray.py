@@ -207,3 +207,19 @@ def test_two_clusters_on_the_same_machines_do_not_clash(
     second.stop()
     clusters.remove(second)
     assert ray_processes(second.root) == []
+
+
+def test_readiness_wait_fails_with_the_count_when_workers_are_missing(
+    local_sandbox: Plan, scripts: Path, clusters: list[Cluster]
+) -> None:
+    cluster = Cluster(local_sandbox, scripts, run=4)
+    clusters.append(cluster)
+    _in_node(local_sandbox, "node1", [str(scripts / "head.sh"), "start"], cluster.env)
+    env = {**cluster.env, "GRPO_RAY_READY_TIMEOUT": "5"}
+    with pytest.raises(AssertionError) as failed:
+        _in_node(local_sandbox, "node1", [str(scripts / "head.sh"), "wait"], env)
+    assert "joined 1/3 nodes, 8/24 GPUs" in str(failed.value)
+    assert "not every node and GPU joined Ray" in str(failed.value)
+    _in_node(local_sandbox, "node1", [str(scripts / "head.sh"), "stop"], cluster.env)
+    clusters.remove(cluster)
+    assert ray_processes(cluster.root) == []
