@@ -144,3 +144,14 @@ def dump_yaml(header: str, document: dict[str, Any]) -> str:
     """`header` comment lines, then the document with scripts as literal blocks, keys in the given order."""
     body = yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=True)
     return header + body
+
+
+def gate_package_files(folder: str) -> dict[str, str]:
+    """The fabric gate's package under `<folder>/gate/`, as the RayJob's ConfigMap ships it
+    (`k8s.gate.gate_files`); an empty `__init__.py` gets a comment line, so every file has content."""
+    from ..k8s.gate import gate_files
+
+    return {
+        f"{folder}/gate/{path}": text or "# The fabric gate's package, shipped with the job by grpo-infra.\n"
+        for path, text in gate_files().items()
+    }

@@ -14,12 +14,11 @@ import shlex
 import yaml
 
 from ... import verl
-from ...k8s.gate import gate_files
 from ...ports import block_count
 from ...preflight.gate import gate_command
 from ...slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S
 from ...spec import Environment
-from ..common import GATE_PACKAGE_DIR, RUN_ROOT, job_environment, node_functions, render_template
+from ..common import GATE_PACKAGE_DIR, RUN_ROOT, gate_package_files, job_environment, node_functions, render_template
 
 FOLDER = "ray"
 
@@ -79,6 +78,5 @@ def render_files(env: Environment) -> dict[str, str]:
         f"{FOLDER}/runtime_env.yaml": runtime_env(env),
     }
     if gate:
-        for path, text in gate_files().items():
-            files[f"{FOLDER}/gate/{path}"] = text
+        files.update(gate_package_files(FOLDER))
     return dict(sorted(files.items()))

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...k8s.gate import gate_files
 from ...ports import ray_ports
 from ...spec import Environment
-from ..common import cloud_node_script, dump_yaml, job_environment
+from ..common import cloud_node_script, dump_yaml, gate_package_files, job_environment
 
 FOLDER = "skypilot"
 TASK = f"{FOLDER}/task.yaml"
@@ -84,6 +83,5 @@ def render_files(env: Environment) -> dict[str, str]:
     )
     files = {TASK: dump_yaml(header, task(env))}
     if env.job.preflight.nccl.enabled:
-        for path, text in gate_files().items():
-            files[f"{FOLDER}/gate/{path}"] = text
+        files.update(gate_package_files(FOLDER))
     return dict(sorted(files.items()))
