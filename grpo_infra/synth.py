@@ -24,13 +24,15 @@ def file_mode(text: str) -> int:
 
 def renderers(env: Environment) -> list[Renderer]:
     """The renderers that apply to this environment's target."""
+    from .launchers import render_files as launcher_files
+
     if env.target == "kubernetes":
         from .k8s import render_files as kubernetes_files
 
-        return [kubernetes_files]
+        return [kubernetes_files, launcher_files]
     from .slurmgen import render_files as slurm_files
 
-    return [slurm_files]
+    return [slurm_files, launcher_files]
 
 
 def render(env: Environment) -> dict[str, str]:

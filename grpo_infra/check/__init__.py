@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..spec import Environment
 from .gang_rules import gang_violations
+from .launcher_rules import launcher_violations
 from .verl_rules import verl_violations
 from .violation import Violation
 
@@ -25,7 +26,7 @@ def violations(env: Environment) -> list[Violation]:
         from .slurm_rules import slurm_violations
 
         found += slurm_violations(env)
-    return found
+    return found + launcher_violations(env)
 
 
 def warnings(env: Environment) -> list[Violation]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import debug
 from ..spec import Environment
 from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
@@ -23,6 +24,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 DASHBOARD_PORT = 8265
+# Ray's log directory in every Ray pod: NCCL's per-rank debug files (job.debug.ncclDebug) land next to Ray's.
+RAY_LOG_DIR = "/tmp/ray/session_latest/logs"
 # Fabrics whose drivers pin memory for RDMA need it unlimited in the container.
 _RDMA = ("infiniband", "roce", "efa")
 
@@ -94,7 +97,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "serviceType": "ClusterIP",
         # Inside the pod's own network namespace: the operator and submitter reach it on the pod address,
         # port-forward on loopback; the ClusterIP service and the NetworkPolicy bound who else can.
-        "rayStartParams": {"dashboard-host": "0.0.0.0"},
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **debug.ray_start_params(env)},
         "template": {
             "metadata": {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}},
             "spec": pod,
@@ -136,7 +139,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
         "minReplicas": gang.nodes,
         "maxReplicas": gang.nodes,
         "numOfHosts": 1,
-        "rayStartParams": worker_ray_start_params(env),
+        "rayStartParams": {**worker_ray_start_params(env), **debug.ray_start_params(env)},
         "template": {"metadata": metadata, "spec": spec},
     }
 
@@ -174,6 +177,7 @@ def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.job.env.items())]
     if gpu:
         out += [{"name": k, "value": v} for k, v in worker_nccl_env(env)]
+    out += [{"name": k, "value": v} for k, v in debug.debug_env(env, RAY_LOG_DIR)]
     out += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for ref in secret_references(env)

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import verl
+from .. import debug, verl
 from ..fabric import nccl_env
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..preflight.gate import MODULE as GATE_MODULE
@@ -225,7 +225,32 @@ def sbatch(env: Environment) -> str:
         container=container_args(slurm.container),
         gate=fabric_gate(env),
         ray_auth=slurm.ray_auth,
+        debug=debug_settings(env),
         container_name=CONTAINER_NAME,
         checkpoint_save_secs=slurm.checkpoint_save_seconds,
         save_freq=job.checkpoint.save_freq,
+    )
+
+
+# The job's log directory for NCCL's per-rank files: next to the job's output, on the submit file system.
+NCCL_LOG_DIR = "${SLURM_SUBMIT_DIR:-$PWD}/${SLURM_JOB_NAME:-job}-${SLURM_JOB_ID}-nccl"
+
+
+@dataclass(frozen=True)
+class DebugSettings:
+    """`job.debug` as the sbatch applies it (grpo_infra/debug.py holds the rule)."""
+
+    exports: list[tuple[str, str]]
+    """Double-quoted: the log directory expands in the batch shell."""
+    ray_start_args: list[str]
+    debugpy_check: str | None
+    warning: str | None
+
+
+def debug_settings(env: Environment) -> DebugSettings:
+    return DebugSettings(
+        exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NCCL_LOG_DIR)],
+        ray_start_args=debug.ray_start_args(env),
+        debugpy_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
+        warning=debug.warning(env),
     )

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from .base import SpecModel
 from .job import Job
 from .kubernetes import Kubernetes
+from .launchers import Launchers
 from .pools import Pool
 from .slurm import Slurm
 from .tenants import Tenant
@@ -28,6 +29,8 @@ class Environment(SpecModel):
     pools: list[Pool] = Field(min_length=1)
     tenants: list[Tenant] = Field(min_length=1)
     job: Job
+    launchers: Launchers | None = None
+    """Launch paths rendered besides the target: Ray by hand, SkyPilot, dstack (docs/launchers.md)."""
 
     @model_validator(mode="after")
     def _target_block(self) -> Environment:
