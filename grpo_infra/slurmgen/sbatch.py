@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import verl
 from ..fabric import nccl_env
+from ..image import container_image, guard_program, slurm_guard_args
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
@@ -138,21 +139,22 @@ def single_quoted(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
-def container_args(container: Container) -> ContainerArgs:
-    """pyxis: `srun --container-image --container-mounts`; Apptainer: `apptainer exec --nv --bind`."""
+def container_args(container: Container, image: str | None) -> ContainerArgs:
+    """pyxis: `srun --container-image --container-mounts`; Apptainer: `apptainer exec --nv --bind`.
+    `image` is the stack's image in the runtime's syntax (grpo_infra.image.container_image)."""
     mounts = ",".join(container.mounts)
     if container.runtime == "pyxis":
-        assert container.image is not None
-        srun_args = [single_quoted(f"--container-image={container.image}")]
+        assert image is not None
+        srun_args = [single_quoted(f"--container-image={image}")]
         if mounts:
             srun_args.append(single_quoted(f"--container-mounts={mounts}"))
         return ContainerArgs("pyxis", srun_args, [])
     if container.runtime == "apptainer":
-        assert container.image is not None
+        assert image is not None
         prefix = ["apptainer", "exec", "--nv"]
         if mounts:
             prefix += ["--bind", single_quoted(mounts)]
-        return ContainerArgs("apptainer", [], [*prefix, single_quoted(container.image)])
+        return ContainerArgs("apptainer", [], [*prefix, single_quoted(image)])
     return ContainerArgs("none", [], [])
 
 
@@ -192,7 +194,9 @@ def sbatch(env: Environment) -> str:
         checkpoint_dir=shlex.quote(job.checkpoint.dir),
         resume=job.checkpoint.resume,
         verl_words=verl_words(env),
-        container=container_args(slurm.container),
+        container=container_args(slurm.container, container_image(env)),
         gate=fabric_gate(env),
         ray_auth=slurm.ray_auth,
+        image_guard_program=guard_program().rstrip("\n"),
+        image_guard_args=[shlex.quote(a) for a in slurm_guard_args(env)],
     )
