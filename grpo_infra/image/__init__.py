@@ -85,7 +85,6 @@ def guard_args(env: Environment, *, all_reduce_perf: str | None = None, grpo_inf
     return args
 
 
-
 def gate_tools(env: Environment) -> tuple[str | None, bool]:
     """What Slurm's fabric gate runs inside the image: (all_reduce_perf, needs grpo_infra).
 

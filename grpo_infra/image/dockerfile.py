@@ -76,7 +76,11 @@ def _summary(env: Environment) -> str:
         held.append(f"verl {c.verl}")
     if c.engine:
         held.append(f"{c.engine.name} {c.engine.version}")
-    held += [name for name, on in (("EFA userspace", c.efa), ("nccl-tests", c.nccl_tests), ("grpo-infra", c.grpo_infra)) if on]
+    held += [
+        name
+        for name, on in (("EFA userspace", c.efa), ("nccl-tests", c.nccl_tests), ("grpo-infra", c.grpo_infra))
+        if on
+    ]
     return ", ".join(held)
 
 
@@ -175,7 +179,7 @@ def dockerfile(env: Environment) -> str:
         f"COPY {GUARD_FILE} {GRPO_DIR}/{GUARD_FILE}",
         f"RUN python3 {GRPO_DIR}/{GUARD_FILE} {check}",
         "",
-        "LABEL org.opencontainers.image.title=\"grpo-infra verl image\" \\",
+        'LABEL org.opencontainers.image.title="grpo-infra verl image" \\',
         f'      io.grpo-infra.ray="{contents.ray}" \\',
         f'      io.grpo-infra.verl="{contents.verl or "none"}" \\',
         f'      io.grpo-infra.engine="{contents.engine.name + "==" + contents.engine.version if contents.engine else "none"}"',

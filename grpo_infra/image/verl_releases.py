@@ -104,7 +104,7 @@ def flatten_keys(config_yaml: str) -> list[str]:
     keys: list[str] = []
 
     def walk(node: DictConfig, prefix: str) -> None:
-        for key in list(node.keys()):  # noqa: SIM118 -- keys, not values: `???` values fail on access
+        for key in list(node.keys()):
             # _get_node sees keys whose value is still `???` (required, unset), which iteration by value does not.
             child = node._get_node(key)
             path = f"{prefix}{key}"

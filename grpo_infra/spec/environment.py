@@ -144,7 +144,9 @@ class Environment(SpecModel):
     @model_validator(mode="after")
     def _image_reachable(self) -> Environment:
         """Pods and containerized Slurm steps pull `image.ref`; only Slurm without a container runtime runs without one."""
-        needs_ref = self.slurm is None or (self.slurm.container.runtime != "none" and self.slurm.container.image is None)
+        needs_ref = self.slurm is None or (
+            self.slurm.container.runtime != "none" and self.slurm.container.image is None
+        )
         if needs_ref and self.image.ref is None:
             raise ValueError("image.ref is required: the registry reference the job's pods or containers pull")
         return self

@@ -21,7 +21,10 @@ Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+){1,3}((a|b|rc)\d
 MinorVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")]
 # A registry reference without a digest: [registry/]path[:tag].
 ImageRef = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9._:-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[\w][\w.-]{0,127})?$")
+    str,
+    StringConstraints(
+        pattern=r"^[a-z0-9]([a-z0-9._:-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[\w][\w.-]{0,127})?$"
+    ),
 ]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 EngineName = Literal["vllm", "sglang"]

@@ -82,7 +82,11 @@ class RayJobSettings(SpecModel):
 
     @model_validator(mode="after")
     def _token_auth_needs_ray(self) -> RayJobSettings:
-        if self.ray_version is not None and self.ray_auth == "token" and _release(self.ray_version) < _release(TOKEN_AUTH_MIN_RAY):
+        if (
+            self.ray_version is not None
+            and self.ray_auth == "token"
+            and _release(self.ray_version) < _release(TOKEN_AUTH_MIN_RAY)
+        ):
             raise ValueError(
                 f"rayAuth: token needs Ray >= {TOKEN_AUTH_MIN_RAY} in the image, but rayVersion is "
                 f"{self.ray_version}; use a newer image (and set rayVersion to its Ray) or set rayAuth: disabled"
