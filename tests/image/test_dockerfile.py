@@ -120,3 +120,10 @@ def test_every_renderer_writes_only_its_own_folders(tmp_path: Path) -> None:
         assert tops <= owned
     assert {r.name for r in synth.renderers(stack("eks-prod"))} == {"kubernetes", "image"}
     assert {r.name for r in synth.renderers(stack("local-slurm"))} == {"slurm"}
+
+
+def test_a_renderer_writing_outside_its_folders_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    stray = synth.Renderer("stray", ("image",), lambda env: True, lambda env: {"slurm/grpo.sbatch": "#!/bin/bash\n"})
+    monkeypatch.setattr(synth, "REGISTRY", (*synth.REGISTRY, stray))
+    with pytest.raises(RuntimeError, match=r"renderer stray wrote slurm/grpo.sbatch, outside its folders"):
+        synth.render(stack("local-slurm"))

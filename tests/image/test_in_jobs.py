@@ -36,6 +36,11 @@ def test_rayjob_runs_the_declared_image_and_its_ray(name: str) -> None:
     assert images == {env.image.ref}
 
 
+def test_ray_version_follows_the_images_ray() -> None:
+    env = variant("gke-dev", lambda d: d["image"]["contents"].update(ray="2.61.0"))
+    assert ray_job(env)["spec"]["rayClusterSpec"]["rayVersion"] == "2.61.0"
+
+
 def test_a_digest_pins_every_container() -> None:
     digest = "sha256:" + "0f" * 32
     env = variant("gke-dev", lambda d: d["image"].update(digest=digest))
