@@ -31,7 +31,26 @@ def image_violations(env: Environment) -> list[Violation]:
         *_ray(env),
         *_efa(env),
         *_gate_tools(env),
+        *_pyxis_digest(env),
         *_overrides(env),
+    ]
+
+
+def _pyxis_digest(env: Environment) -> list[Violation]:
+    # pyxis takes an enroot URI, `[USER@][REGISTRY#]IMAGE[:TAG]` (NVIDIA/pyxis README, NVIDIA/enroot
+    # doc/cmd/import.md): a tag, never a digest, so a digest pin cannot be honoured by pulling `ref`.
+    slurm = env.slurm
+    if slurm is None or slurm.container.runtime != "pyxis" or slurm.container.image is not None:
+        return []
+    if env.image.digest is None:
+        return []
+    return [
+        Violation(
+            "image-pyxis-digest",
+            f"{IMAGE}.digest",
+            "pyxis pulls image.ref by tag (enroot URIs have no digest form), so the digest would not be honoured; "
+            "import the pinned image with enroot and set slurm.container.image to the squashfs",
+        )
     ]
 
 

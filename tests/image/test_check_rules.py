@@ -88,6 +88,17 @@ def test_a_host_mounted_nccl_tests_build_is_the_supported_alternative() -> None:
     assert "image-gate-nccl-tests" in rules(variant("onprem-slurm", unmounted))
 
 
+def test_a_digest_pyxis_cannot_honour_is_refused_and_a_local_copy_is_accepted() -> None:
+    digest = "sha256:" + "ab" * 32
+    env = variant("onprem-slurm", lambda d: d["image"].update(digest=digest))
+    assert "pyxis pulls image.ref by tag" in rules(env)["image-pyxis-digest"]
+    copy_ = variant(
+        "onprem-slurm",
+        lambda d: (d["image"].update(digest=digest), d["slurm"]["container"].update(image="/lustre/images/verl.sqsh")),
+    )
+    assert "image-pyxis-digest" not in rules(copy_)
+
+
 def test_gate_switched_off_needs_neither_tool() -> None:
     def edit(data: dict[str, Any]) -> None:
         data["image"]["contents"].update(ncclTests=False, grpoInfra=False)
