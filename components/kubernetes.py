@@ -8,6 +8,7 @@ still run.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
 from grpo_infra.k8s.gate import gate_config_map
 from grpo_infra.k8s.operators import kuberay_release, kueue_release, uses_kueue
-from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
+from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command, ray_token_secret_name
 from grpo_infra.spec import PROJECT, Environment
 
 PREFIX = "grpo-infra:k8s"
@@ -203,10 +204,14 @@ class GrpoRayJobArgs:
     ray_job: dict[str, Any]
     network_policy: dict[str, Any]
     gate_code: dict[str, Any] | None = None
+    # The Ray token Secret's name (`authOptions.secretName`), None with `rayAuth: disabled`.
+    token_secret: str | None = None
 
     @classmethod
     def of(cls, env: Environment) -> GrpoRayJobArgs:
-        return cls(render.ray_job(env), ray_network_policy(env), gate_config_map(env))
+        assert env.kubernetes is not None
+        token = ray_token_secret_name(env) if env.kubernetes.ray_job.ray_auth == "token" else None
+        return cls(render.ray_job(env), ray_network_policy(env), gate_config_map(env), token)
 
 
 class GrpoRayJob(pulumi.ComponentResource):
@@ -217,26 +222,56 @@ class GrpoRayJob(pulumi.ComponentResource):
         self.network_policy = register_object(args.network_policy, _child(self, opts))
         # The head pod mounts the gate's code: the ConfigMap exists before the RayJob and outlives it.
         self.gate_code = register_object(args.gate_code, _child(self, opts)) if args.gate_code else None
-        after = [self.network_policy, *([self.gate_code] if self.gate_code is not None else [])]
+        meta = args.ray_job["metadata"]
+        self.token = None
+        if args.token_secret is not None:
+            # A random token made once: later runs of the program make another, which ignore_changes
+            # drops, so the Secret (and every Ray pod reading it) keeps the first. Its value lives only in
+            # Pulumi's encrypted state and the cluster.
+            self.token = k8s.core.v1.Secret(
+                f"{meta['namespace']}-{args.token_secret}",
+                metadata={
+                    "name": args.token_secret,
+                    "namespace": meta["namespace"],
+                    "labels": dict(render.namespaces.MANAGED_BY),
+                },
+                type="Opaque",
+                string_data={"auth_token": pulumi.Output.secret(secrets.token_urlsafe(32))},
+                opts=pulumi.ResourceOptions.merge(
+                    _child(self, opts), pulumi.ResourceOptions(ignore_changes=["stringData", "data"])
+                ),
+            )
+        after = [
+            self.network_policy,
+            *([self.gate_code] if self.gate_code is not None else []),
+            *([self.token] if self.token is not None else []),
+        ]
         self.ray_job = register_object(
             args.ray_job,
             pulumi.ResourceOptions.merge(
                 _child(self, opts, *after), pulumi.ResourceOptions(ignore_changes=["spec.suspend"])
             ),
         )
-        meta = args.ray_job["metadata"]
         outputs = {"name": meta["name"], "namespace": meta["namespace"]}
         if args.gate_code is not None:
             outputs["gateCode"] = args.gate_code["metadata"]["name"]
         self.register_outputs(outputs)
 
 
-def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource]) -> None:
-    """Operators, tenants, queues and the RayJob, each waiting for what it needs."""
-    kuberay = KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)))
-    operators: list[pulumi.Resource] = [kuberay]
-    if uses_kueue(env):
-        operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env))))
+def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource], install_operators: bool = True) -> None:
+    """Operators, tenants, queues and the RayJob, each waiting for what it needs.
+
+    `install_operators=False` is for a cluster that already runs KubeRay and Kueue with their CRDs
+    (the local cluster of `grpo-infra kube up` runs them as processes): their charts are skipped.
+    """
+    # Operators wait for the node pools, so `pulumi destroy` removes them before the pools: the pools'
+    # nodes outlive the operators that drain the finalizers of what ran on them.
+    after_pools = pulumi.ResourceOptions(depends_on=list(depends_on))
+    operators: list[pulumi.Resource] = []
+    if install_operators:
+        operators.append(KubeRayOperator("kuberay", HelmReleaseArgs.of(kuberay_release(env)), after_pools))
+        if uses_kueue(env):
+            operators.append(Kueue("kueue", HelmReleaseArgs.of(kueue_release(env)), after_pools))
     tenants = TenantAccess("tenants", TenantAccessArgs.of(env))
     # Queues need Kueue's CRDs and webhooks, and the tenant namespaces for LocalQueues.
     queues = GangQueues("queues", GangQueuesArgs.of(env), pulumi.ResourceOptions(depends_on=[*operators, tenants]))

@@ -133,6 +133,23 @@ class ExistingNodePool(pulumi.ComponentResource):
         self.register_outputs({"nodes": [p["metadata"]["name"] for p in args.node_patches]})
 
 
+class RdmaDevicePlugin(pulumi.ComponentResource):
+    """The RDMA shared device plugin's ConfigMap and DaemonSet (upstream ships manifests, not a chart)."""
+
+    def __init__(self, name: str, objects: list[dict[str, Any]], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("grpo-infra:nodepools:RdmaDevicePlugin", name, None, opts)
+        config, daemonset = objects
+        child = pulumi.ResourceOptions(parent=self)
+        self.config = k8s.core.v1.ConfigMap(name, metadata=config["metadata"], data=config["data"], opts=child)
+        self.daemonset = k8s.apps.v1.DaemonSet(
+            name,
+            metadata=daemonset["metadata"],
+            spec=daemonset["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config]),
+        )
+        self.register_outputs({"daemonSet": f"{daemonset['metadata']['namespace']}/{daemonset['metadata']['name']}"})
+
+
 class GpuDevicePlugins(pulumi.ComponentResource):
     """The Helm releases that advertise the pools' GPUs and fabric to the scheduler."""
 
@@ -168,9 +185,23 @@ def deploy_node_pools(env: Environment) -> list[pulumi.Resource]:
                 pools.append(GkeGpuNodePool(pool.name, GkeGpuNodePoolArgs.of(env, pool)))
             else:
                 pools.append(ExistingNodePool(pool.name, ExistingNodePoolArgs.of(env, pool)))
+        # The head pool: CPU nodes the head and the submitter are placed on (existing clusters: already there).
+        if provider == "eks":
+            pools.append(
+                EksGpuNodeGroup(
+                    env.kubernetes.head_pool.name, EksGpuNodeGroupArgs(render.head_node_group_args(env), None)
+                )
+            )  # type: ignore[union-attr]
+        elif provider == "gke":
+            pools.append(
+                GkeGpuNodePool(env.kubernetes.head_pool.name, GkeGpuNodePoolArgs(render.head_node_pool_args(env)))
+            )  # type: ignore[union-attr]
     except render.NodePoolError as exc:
         raise pulumi.RunError(f"{stack_source(pulumi.get_stack())}: {exc}") from None
     releases = render.device_plugin_releases(env)
     if releases:
         pools.append(GpuDevicePlugins("gpu-device-plugins", releases))
+    rdma = render.rdma_device_plugin_objects(env)
+    if rdma:
+        pools.append(RdmaDevicePlugin("rdma-shared-device-plugin", rdma))
     return pools

@@ -21,11 +21,16 @@ def read_environment() -> Environment:
     source = stack_source(stack)
     config: dict[str, Any] = {}
     secret_keys = set()
-    raw = pulumi.Config(PROJECT).get_object("environment")
+    # A secret environment is refused by the spec's own message, before Pulumi tries to parse the
+    # encrypted value as an object.
+    raw = get_config(ENVIRONMENT_KEY) if is_config_secret(ENVIRONMENT_KEY) else None
     if raw is not None:
         config[ENVIRONMENT_KEY] = raw
-        if is_config_secret(ENVIRONMENT_KEY):
-            secret_keys.add(ENVIRONMENT_KEY)
+        secret_keys.add(ENVIRONMENT_KEY)
+    else:
+        raw = pulumi.Config(PROJECT).get_object("environment")
+        if raw is not None:
+            config[ENVIRONMENT_KEY] = raw
         refs = raw.get("job", {}).get("secrets", []) if isinstance(raw, dict) else []
         for ref in refs if isinstance(refs, list) else []:
             key = f"{PROJECT}:{ref.get('config')}" if isinstance(ref, dict) else None
@@ -54,7 +59,9 @@ def deploy() -> None:
         # The gang's pods can only start once their nodes exist: everything scheduled onto a pool
         # depends on the resources that create (or label) it.
         pools = deploy_node_pools(env)
-        deploy_kubernetes(env, depends_on=pools)
+        # Set by `grpo-infra up` against the local cluster, whose operators run as processes.
+        installed = pulumi.Config(PROJECT).get_bool("operatorsInstalled") or False
+        deploy_kubernetes(env, depends_on=pools, install_operators=not installed)
     else:
         from .slurm import deploy_slurm
 

@@ -4,7 +4,8 @@
 runs) under the SDK's mock runtime with the stack file's config, and returns a `Graph`: every
 registered resource with its type, name, URN, parent, dependencies and inputs, the outputs each
 component registered, and the stack outputs. Secret values are masked as "[secret]"; a secret's
-placeholder showing up anywhere in plaintext is reported in `Graph.plaintext_secrets`.
+placeholder showing up anywhere in plaintext — as itself, JSON-escaped, percent-encoded or in base64 —
+is reported in `Graph.plaintext_secrets`.
 
 The mock runtime is process-global state: `record` resets it before each run, so calls can follow
 one another in one process (tests, the CLI) but must not run concurrently.
@@ -28,6 +29,7 @@ from pulumi.runtime.settings import SETTINGS, get_root_resource, reset_options
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+from .leaks import carries
 from .spec import PROJECT, load_stack
 
 SECRET = "[secret]"
@@ -147,7 +149,16 @@ def record(stack: str, root: Path, program: Callable[[], None] | None = None) ->
     `GraphError` when the program fails (its message is the one `pulumi up` would print).
     """
     loaded = load_stack(stack, root)  # bad input: the same SpecError `synth` reports
-    config, secret_keys = stack_config(loaded.path)
+    return record_file(stack, loaded.path, program)
+
+
+def record_file(stack: str, path: Path, program: Callable[[], None] | None = None) -> Graph:
+    """Run `program` on the config of the stack file at `path`, with no validation before the program's own.
+
+    This is what `pulumi up` does: the CLI hands the file's config to the program, so the program must
+    refuse a bad or infeasible stack by itself. Raises `GraphError` with the program's message.
+    """
+    config, secret_keys = stack_config(path)
     if program is None:
         from components.program import deploy
 
@@ -285,7 +296,7 @@ def _mask(value: Any, urn: str, path: str, leaks: list[str]) -> Any:
         return [_mask(v, urn, f"{path}[{i}]", leaks) for i, v in enumerate(value)]
     if isinstance(value, pulumi.Resource):
         return f"<resource {type(value).__name__}>"
-    if isinstance(value, str) and SECRET_PLACEHOLDER in value:
+    if isinstance(value, str) and carries(value, SECRET_PLACEHOLDER):
         leaks.append(f"{urn} {path}")
         return SECRET
     if isinstance(value, float) and value.is_integer():

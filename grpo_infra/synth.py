@@ -78,18 +78,31 @@ def render(env: Environment) -> dict[str, str]:
 
 
 def write_tree(files: dict[str, str], target: Path) -> None:
-    """Replace `target` with exactly these files (stale files from an older synth disappear)."""
+    """Replace `target` with exactly these files (stale files from an older synth disappear).
+
+    The new tree is written beside the old one and swapped in by two renames: until the first, the old
+    tree is untouched; if the second fails, the old tree is renamed back. A failure at any point leaves
+    either the old tree or the new one, never a mix, and no staging directory behind.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    retired = staging.with_name(f"{staging.name}.old")
     try:
         for rel, text in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             path.chmod(file_mode(text))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        had_old = target.exists()
+        if had_old:
+            os.replace(target, retired)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            if had_old:
+                os.replace(retired, target)
+            raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    shutil.rmtree(retired, ignore_errors=True)

@@ -65,3 +65,21 @@ def test_diff_against_a_missing_ref_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["diff", "eks-prod", "--root", str(repo), "--against", "no-such-ref"])
     assert result.exit_code == 2
     assert "cannot read git ref 'no-such-ref'" in result.output
+
+
+def test_diff_of_a_stack_new_since_the_ref_adds_every_file(tmp_path: Path) -> None:
+    """docs/review.md: a stack that does not exist at the ref shows every rendered file as added."""
+    repo = _project(tmp_path)
+    shutil.copy(repo / "stacks" / "Pulumi.local-slurm.yaml", repo / "stacks" / "Pulumi.second-sandbox.yaml")
+    synth = CliRunner().invoke(app, ["synth", "second-sandbox", "--root", str(repo), "--out", str(tmp_path / "o")])
+    assert synth.exit_code == 0, synth.output
+    tree = tmp_path / "o" / "second-sandbox"
+    written = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file())
+    assert written, "synth wrote nothing"
+
+    result = CliRunner().invoke(app, ["diff", "second-sandbox", "--root", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert f"{len(written)} added, 0 changed, 0 removed" in result.output
+    for path in written:
+        assert f"--- /dev/null\n+++ b/{path}\n" in result.output
+    assert "--- a/" not in result.output

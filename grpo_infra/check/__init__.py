@@ -12,7 +12,7 @@ from .image_rules import image_violations
 from .verl_rules import verl_violations
 from .violation import Violation
 
-__all__ = ["Violation", "violations"]
+__all__ = ["Violation", "violations", "warnings"]
 
 
 def violations(env: Environment) -> list[Violation]:
@@ -27,3 +27,12 @@ def violations(env: Environment) -> list[Violation]:
 
         found += slurm_violations(env)
     return found
+
+
+def warnings(env: Environment) -> list[Violation]:
+    """What may be wrong but the project cannot see from the stack file alone; never refuses a stack."""
+    if env.target == "slurm":
+        from .paths import slurm_path_warnings
+
+        return slurm_path_warnings(env)
+    return []

@@ -11,12 +11,21 @@ import re
 from typing import Any
 
 from ..k8s import objects
-from ..k8s.placement import node_share, parse_quantity
+from ..k8s.allocatable import Allocatable, UnknownMachine, extra_reserve, head_allocatable, pool_allocatable
+from ..k8s.network import SOCKET_VARIABLES, host_ports, socket_interfaces
+from ..k8s.placement import parse_quantity
+from ..k8s.pod_security import ENFORCE_LABEL, LEVELS, baseline_failures, job_pods, pod_level, restricted_failures
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..validate.rules import admission_errors, rayjob_errors
+from .paths import unshared
+from .slurm_rules import EPHEMERAL_PORTS
 from .violation import Violation
 
 ENV = ENVIRONMENT_KEY
+K8S = f"{ENV}.kubernetes"
+# Kueue frees a finished job's quota at once; KubeRay deletes its pods only after this many seconds.
+MAX_TTL_SECONDS = 60
+EKS_LAYER_3 = "topology.k8s.aws/network-node-layer-3"
 
 
 def kubernetes_violations(env: Environment) -> list[Violation]:
@@ -31,6 +40,16 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
     ]
     for job in jobs:
         out += _worker_fit(env, job)
+        out += _head_fit(env, job)
+        out += _paths_on_volumes(env, job)
+        out += _socket_interfaces(env, job)
+        out += _ttl(env, job)
+        out += _resources_provided(env, job)
+        out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
+    out += _machine_shapes(env)
+    out += _head_pool_capacity(env)
+    out += _eks_topology(env)
+    out += _host_ports(env)
     return out
 
 
@@ -44,29 +63,311 @@ def _shortfall(message: str) -> str:
     return ", ".join(parts)
 
 
+def _requests(pod: dict[str, Any]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for container in pod.get("containers", []):
+        for resource, value in container.get("resources", {}).get("requests", {}).items():
+            total[resource] = total.get(resource, 0.0) + parse_quantity(value)
+    return total
+
+
+def _room(env: Environment, allocatable: Allocatable, daemons: list[tuple[str, int, int]]) -> tuple[int, int, str]:
+    """(millicores, MiB) left for a pod after the stack's DaemonSets and `nodeReserve`, and the arithmetic."""
+    extra_cpu, extra_memory = extra_reserve(env)
+    ds_cpu, ds_memory = sum(d[1] for d in daemons), sum(d[2] for d in daemons)
+    cpu = allocatable.cpu_milli - ds_cpu - extra_cpu
+    memory = allocatable.memory_mi - ds_memory - extra_memory
+    words = (
+        f"allocatable {allocatable.explain()}; minus the stack's DaemonSets ({ds_cpu}m, {ds_memory} MiB) and "
+        f"nodeReserve ({extra_cpu}m, {extra_memory} MiB) leaves {cpu / 1000:g} CPUs, {memory / 1024:.1f} GiB"
+    )
+    return cpu, memory, words
+
+
+def _over(need: dict[str, float], cpu_milli: int, memory_mi: int) -> list[tuple[str, str]]:
+    """(resource, shortfall) where the pod asks for more than the room."""
+    out = []
+    if need.get("cpu", 0.0) * 1000 > cpu_milli + 0.5:
+        out.append(("cpu", f"{need['cpu'] - cpu_milli / 1000:g} CPUs"))
+    if need.get("memory", 0.0) > memory_mi * 2**20:
+        out.append(("memory", f"{(need['memory'] - memory_mi * 2**20) / 2**30:.1f} GiB"))
+    return out
+
+
 def _worker_fit(env: Environment, job: dict[str, Any]) -> list[Violation]:
-    """Each worker pod must fit on one node of its pool after the per-node reserve."""
+    """Each worker pod, with the DaemonSets the stack puts on its node, fits the node's allocatable as the
+    provider computes it (`grpo_infra.k8s.allocatable`): otherwise Kueue admits a gang whose pods stay
+    Pending, and waitForPodsReady evicts and requeues it forever."""
+    from ..nodepools.charts import daemonset_requests
+
     out = []
     for group in job["spec"]["rayClusterSpec"].get("workerGroupSpecs", []):
-        selector = group["template"]["spec"].get("nodeSelector", {})
+        pod = group["template"]["spec"]
+        selector = pod.get("nodeSelector", {})
         index, pool = next(
             ((i, p) for i, p in enumerate(env.pools) if p.labels and p.labels.items() <= selector.items()),
             (None, None),
         )
         if pool is None:
             continue
-        offer = {k: parse_quantity(v) for k, v in node_share(env, pool).resources().items()}
-        for container in group["template"]["spec"]["containers"]:
-            for resource, value in container.get("resources", {}).get("requests", {}).items():
-                need, have = parse_quantity(value), offer.get(resource, 0.0)
-                if need > have:
+        where = f"{ENV}.pools[{index}]"
+        try:
+            allocatable = pool_allocatable(env, pool.name)
+        except UnknownMachine as exc:
+            out.append(Violation("pod-fits-node", f"{where}.eks.maxPods", str(exc)))
+            continue
+        cpu, memory, words = _room(env, allocatable, daemonset_requests(env, pool))
+        need = _requests(pod)
+        for resource, short in _over(need, cpu, memory):
+            asked = f"{need[resource]:g} CPUs" if resource == "cpu" else f"{need[resource] / 2**30:.1f} GiB"
+            out.append(
+                Violation(
+                    "pod-fits-node",
+                    where,
+                    f"a {group['groupName']} pod asks for {asked} {resource}; a node of {pool.name}: {words}",
+                    short,
+                )
+            )
+    return out
+
+
+def _head_fit(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """The head pod fits a node of the head pool (and the submitter fits beside it or on another node)."""
+    assert env.kubernetes is not None
+    try:
+        allocatable = head_allocatable(env)
+    except UnknownMachine as exc:
+        return [Violation("head-fits-node", f"{K8S}.headPool.eks.maxPods", str(exc))]
+    if allocatable is None:
+        return []
+    cpu, memory, words = _room(env, allocatable, [])
+    pods = job_pods(job)
+    out = []
+    for role in ("head", "submitter"):
+        need = _requests(pods.get(role, {}))
+        for resource, short in _over(need, cpu, memory):
+            out.append(
+                Violation(
+                    "head-fits-node",
+                    f"{K8S}.headPool",
+                    f"the {role} pod asks for more {resource} than a head node gives: {words}",
+                    short,
+                )
+            )
+    return out
+
+
+def _machine_shapes(env: Environment) -> list[Violation]:
+    """A pool's `cpus`/`memoryGib` are those of its machine type, where the project knows the type: a pool
+    claiming more sizes a worker no node can hold."""
+    from ..k8s.allocatable import MACHINE_SHAPES
+
+    assert env.kubernetes is not None
+    declared: list[tuple[str, str | None, int, int]] = []
+    for i, pool in enumerate(env.pools):
+        machine = pool.eks.instance_type if pool.eks else pool.gke.machine_type if pool.gke else None
+        declared.append((f"{ENV}.pools[{i}]", machine, pool.cpus, pool.memory_gib))
+    head = env.kubernetes.head_pool
+    if head is not None:
+        machine = head.eks.instance_type if head.eks else head.gke.machine_type if head.gke else None
+        declared.append((f"{K8S}.headPool", machine, head.cpus, head.memory_gib))
+    out = []
+    for where, machine, cpus, memory in declared:
+        if machine not in MACHINE_SHAPES or MACHINE_SHAPES[machine] == (cpus, memory):
+            continue
+        real_cpus, real_memory = MACHINE_SHAPES[machine]
+        out.append(
+            Violation(
+                "machine-shape",
+                where,
+                f"a {machine} has {real_cpus} vCPUs and {real_memory} GiB; the stack says {cpus} and {memory}",
+                f"{max(cpus - real_cpus, 0)} CPUs, {max(memory - real_memory, 0)} GiB",
+            )
+        )
+    return out
+
+
+def _head_pool_capacity(env: Environment) -> list[Violation]:
+    """The tenants' queues together admit no more heads than the head pool holds."""
+    from ..k8s.queues import head_slots, heads_the_pool_holds
+
+    held = heads_the_pool_holds(env)
+    if held is None:
+        return []
+    admitted = sum(head_slots(env, t) for t in env.tenants)
+    job_tenant = env.tenant(env.job.tenant)
+    if held == 0 or admitted > held or head_slots(env, job_tenant) == 0:
+        return [
+            Violation(
+                "head-pool-capacity",
+                f"{K8S}.headPool.nodes",
+                f"the head pool holds {held} head+submitter pair(s) at once, but the tenants' queues need "
+                f"{max(admitted, 1)} (one per tenant at least): a head admitted beyond that stays Pending",
+                f"{max(admitted, 1) - held} pair(s)",
+            )
+        ]
+    return []
+
+
+def _paths_on_volumes(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """The model, the data and the checkpoint directory lie on a volume mounted in the head and every worker:
+    the image's own file system holds none of them, and each pod has its own."""
+    out = []
+    for role, pod in job_pods(job).items():
+        if role == "submitter":
+            continue
+        container = pod["containers"][0]
+        mounts = [m["mountPath"] for m in container.get("volumeMounts", []) if m["mountPath"] != "/dev/shm"]
+        for field, path in unshared(env, mounts):
+            out.append(
+                Violation(
+                    "path-on-volume",
+                    f"{ENV}.{field}",
+                    f"{path} is on no volume of the {role} pod (mounted: {', '.join(mounts) or 'none'}); "
+                    "add a `kubernetes.volumes` entry mounted above it",
+                )
+            )
+    return out
+
+
+def _socket_interfaces(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME inside a pod without host networking may only name the pod's
+    own interfaces: a host NIC does not exist in the pod's network namespace."""
+    allowed = set(socket_interfaces(env))
+    out = []
+    for role, pod in job_pods(job).items():
+        if pod.get("hostNetwork"):
+            continue
+        for container in pod.get("containers", []):
+            for var in container.get("env", []):
+                if var["name"] not in SOCKET_VARIABLES or "value" not in var:
+                    continue
+                names = [n for n in var["value"].lstrip("=^").split(",") if n]
+                stray = [n for n in names if n not in allowed]
+                if stray:
                     out.append(
                         Violation(
-                            "pod-fits-node",
-                            f"{ENV}.pools[{index}]",
-                            f"a {group['groupName']} pod asks for {value} {resource}; a node of {pool.name} offers "
-                            f"{have:g} after the reserve",
-                            f"{need - have:g} {resource}",
+                            "pod-socket-interface",
+                            f"{K8S}.network",
+                            f"the {role} pod sets {var['name']}={var['value']}, but without hostNetwork its "
+                            f"interfaces are {', '.join(sorted(allowed))}: {', '.join(stray)} does not exist there",
                         )
                     )
     return out
+
+
+def _ttl(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """Under Kueue the quota is free the moment the job finishes; GPU pods kept longer collide with the next gang."""
+    ttl = job["spec"].get("ttlSecondsAfterFinished", 0)
+    if not job["spec"].get("suspend") or ttl <= MAX_TTL_SECONDS:
+        return []
+    return [
+        Violation(
+            "ttl-after-finish",
+            f"{K8S}.rayJob.ttlSecondsAfterFinished",
+            f"KubeRay keeps the finished job's GPU pods {ttl} s, but Kueue frees its quota at once: the next gang "
+            f"is admitted onto full nodes and evicted by waitForPodsReady (at most {MAX_TTL_SECONDS} s)",
+            f"{ttl - MAX_TTL_SECONDS} s",
+        )
+    ]
+
+
+def advertised_resources(env: Environment) -> dict[str, str]:
+    """Extended resource → what advertises it: the stack's device plugins, GKE itself, or the cluster."""
+    from ..nodepools.charts import device_plugin_releases
+    from ..nodepools.rdma import rdma_pools
+
+    assert env.kubernetes is not None
+    out = {r: "the cluster (providedResources)" for r in env.kubernetes.provided_resources}
+    releases = {r["name"] for r in device_plugin_releases(env)}
+    if env.kubernetes.provider == "gke":
+        out["nvidia.com/gpu"] = "GKE's device plugin"
+    if "nvidia-device-plugin" in releases or "gpu-operator" in releases:
+        out["nvidia.com/gpu"] = "the stack's NVIDIA device plugin"
+    if "aws-efa-k8s-device-plugin" in releases:
+        out["vpc.amazonaws.com/efa"] = "the stack's EFA device plugin"
+    for pool in rdma_pools(env):
+        if pool.fabric.resource:
+            out[pool.fabric.resource] = "the stack's RDMA shared device plugin"
+    return out
+
+
+def _resources_provided(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """Every extended resource a pod requests is advertised by something, or the pod stays Pending forever."""
+    known = advertised_resources(env)
+    out = []
+    for role, pod in job_pods(job).items():
+        for resource in _requests(pod):
+            if "/" in resource and resource not in known:
+                out.append(
+                    Violation(
+                        "resource-provided",
+                        f"{K8S}.providedResources",
+                        f"the {role} pod requests {resource}, which nothing advertises: install its device plugin "
+                        "from the stack (e.g. existing.installRdmaDevicePlugin) or list it in providedResources",
+                    )
+                )
+    return out
+
+
+def _pod_security(env: Environment, job: dict[str, Any], namespaces: list[dict[str, Any]]) -> list[Violation]:
+    """The enforced level admits the job's pods (a stricter label makes the API server refuse them)."""
+    ns = next((n for n in namespaces if n["metadata"]["name"] == job["metadata"]["namespace"]), None)
+    level = ns["metadata"].get("labels", {}).get(ENFORCE_LABEL) if ns else None
+    if level is None:
+        return []
+    out = []
+    for role, pod in job_pods(job).items():
+        needs = pod_level(pod)
+        if LEVELS.index(needs) > LEVELS.index(level):
+            why = baseline_failures(pod) if level == "baseline" else restricted_failures(pod) + baseline_failures(pod)
+            out.append(
+                Violation(
+                    "pod-security",
+                    f"{K8S}.podSecurity",
+                    f"namespace {ns['metadata']['name']} enforces {level}, but the {role} pod needs {needs} "
+                    f"({'; '.join(why)})",
+                )
+            )
+    return out
+
+
+def _eks_topology(env: Environment) -> list[Violation]:
+    """On EKS the most selective network level is layer 3 (the switch nearest the instance); a topology of
+    layers 1-2 only lets Kueue spread a gang over layer-3 switches it could have shared
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/how-ec2-instance-topology-works.html; EKS labels nodes
+    topology.k8s.aws/network-node-layer-1..3)."""
+    assert env.kubernetes is not None
+    topology = env.kubernetes.topology
+    if env.kubernetes.provider != "eks" or topology is None:
+        return []
+    uses_layers = any(lv.startswith("topology.k8s.aws/network-node-layer-") for lv in topology.levels)
+    if uses_layers and EKS_LAYER_3 not in topology.levels:
+        return [
+            Violation(
+                "eks-topology-layer-3",
+                f"{K8S}.topology.levels",
+                f"the topology stops above {EKS_LAYER_3}, EKS's most selective network level; add it after "
+                "network-node-layer-2 so Kueue packs the gang under one layer-3 switch",
+            )
+        ]
+    return []
+
+
+def _host_ports(env: Environment) -> list[Violation]:
+    """With hostNetwork the workers' Ray ports are host ports: the block stays out of the ephemeral range."""
+    ports = host_ports(env)
+    if ports is None:
+        return []
+    low, high = max(min(ports.all()), EPHEMERAL_PORTS[0]), min(max(ports.all()), EPHEMERAL_PORTS[1])
+    if low > high:
+        return []
+    return [
+        Violation(
+            "host-ports-ephemeral",
+            f"{K8S}.network.hostPortStart",
+            f"the job's host ports {low}-{high} are in the kernel's ephemeral range "
+            f"{EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]}; a client socket can take one before Ray binds it",
+            f"{high - low + 1} ports",
+        )
+    ]

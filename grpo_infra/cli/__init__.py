@@ -6,7 +6,9 @@ import typer
 
 from .check import check
 from .diff import diff
+from .engine import COMMANDS as ENGINE_COMMANDS
 from .graph import graph
+from .kube import app as kube_app
 from .nccl import app as nccl_app
 from .sandbox import app as sandbox_app
 from .stacks import stacks
@@ -26,6 +28,9 @@ app.command()(check)
 app.command()(graph)
 app.add_typer(nccl_app, name="nccl", help="Read nccl-tests output and NCCL logs; judge the fabric.")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(kube_app, name="kube")
+for command in ENGINE_COMMANDS:
+    app.command()(command)
 
 
 def main() -> None:

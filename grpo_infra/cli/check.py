@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..check import Violation, violations
+from ..check import Violation, violations, warnings
 from ..spec import Environment
 from .common import CHECK_FAILED, RootOption, console, err_console, load
 
@@ -34,6 +34,8 @@ def check(
         f"on pool {gang.pool.name}",
         highlight=False,
     )
+    for warning in warnings(env):
+        err_console.print(f"[yellow]warning:[/] {escape(warning.line())}", highlight=False, soft_wrap=True)
 
 
 def refuse_if_infeasible(stack: str, env: Environment) -> None:

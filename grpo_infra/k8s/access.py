@@ -60,10 +60,29 @@ def secret_metadata(ref: SecretReference) -> dict[str, Any]:
     return {"name": ref.name, "namespace": ref.namespace, "labels": dict(MANAGED_BY)}
 
 
+def readable_secrets(env: Environment, tenant: str) -> list[str]:
+    """The Secrets a tenant's account may read: the Ray token of the job in its namespace, nothing else
+    (W&B and HF tokens reach the pods through secretKeyRef, which needs no RBAC of the tenant's)."""
+    from .rayjob import ray_token_secret_name
+
+    assert env.kubernetes is not None
+    if tenant != env.job.tenant or env.kubernetes.ray_job.ray_auth != "token":
+        return []
+    return [ray_token_secret_name(env)]
+
+
 def tenant_access(env: Environment) -> list[dict[str, Any]]:
     """Per tenant: a ServiceAccount and a Role that manage RayJobs in the tenant's namespace only."""
     out: list[dict[str, Any]] = []
     for t in env.tenants:
+        readable = readable_secrets(env, t.name)
+        # Reading the job's Ray token by name (`get` only, no list). Note that creating RayJobs already
+        # lets this account have KubeRay mount any Secret of the namespace into a pod it controls.
+        secret_rule = (
+            [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": readable, "verbs": ["get"]}]
+            if readable
+            else []
+        )
         meta = {"namespace": t.name, "labels": dict(MANAGED_BY)}
         out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TENANT_ACCOUNT, **meta}})
         out.append(
@@ -89,9 +108,7 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
                     },
                     # The dashboard is reached through `kubectl port-forward`, never a public address.
                     {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
-                    # Reading the Ray token KubeRay generates per RayCluster (named after it). `get` by name
-                    # only, no list: and creating RayJobs already lets this account mount any Secret here.
-                    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+                    *secret_rule,
                     {
                         "apiGroups": ["kueue.x-k8s.io"],
                         "resources": ["workloads", "localqueues"],

@@ -47,8 +47,9 @@ def manager_config(env: Environment) -> dict[str, Any]:
             # For a RayJob "ready" means its RayCluster is ready: every node has pulled the verl image.
             "timeout": f"{env.kubernetes.pods_ready_timeout_minutes}m",
             # All-or-nothing: admit the next gang only once this one runs, so two half-started gangs
-            # never hold each other's GPUs.
-            "blockAdmission": True,
+            # never hold each other's GPUs. Cluster-wide: one stuck gang holds every tenant's admissions
+            # for up to `timeout` (docs/kubernetes.md, "Admission while a gang starts").
+            "blockAdmission": env.kubernetes.block_admission,
             "requeuingStrategy": {
                 "timestamp": "Eviction",
                 "backoffLimitCount": REQUEUE_LIMIT,

@@ -61,12 +61,19 @@ class NodeShare:
 
 
 def node_share(env: Environment, pool: Pool) -> NodeShare:
-    """The pool's node capacity minus `kubernetes.nodeReserve`, in whole millicores and MiB."""
-    assert env.kubernetes is not None
-    reserve = env.kubernetes.node_reserve
+    """What the worker pod asks for: a node's allocatable (the provider's reservation rules,
+    `grpo_infra.k8s.allocatable`) minus the stack's DaemonSets on it, minus `nodeReserve` on EKS and GKE;
+    in whole millicores and MiB."""
+    # Imported here: grpo_infra.nodepools renders node groups from this module's placement rules.
+    from ..nodepools.charts import daemonset_requests
+    from .allocatable import extra_reserve, pool_allocatable
+
+    allocatable = pool_allocatable(env, pool.name)
+    daemons = daemonset_requests(env, pool)
+    extra_cpu, extra_memory = extra_reserve(env)
     return NodeShare(
-        cpu_milli=round((pool.cpus - reserve.cpus) * 1000),
-        memory_mi=int((pool.memory_gib - reserve.memory_gib) * 1024),
+        cpu_milli=allocatable.cpu_milli - sum(d[1] for d in daemons) - extra_cpu,
+        memory_mi=allocatable.memory_mi - sum(d[2] for d in daemons) - extra_memory,
         gpus=pool.gpu.per_node,
         gpu_resource=pool.gpu.resource,
         fabric=pool.fabric.devices_per_node,

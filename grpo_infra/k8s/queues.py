@@ -40,6 +40,33 @@ def head_memory_mi(env: Environment) -> int:
     return int(env.kubernetes.ray_job.head_memory_gib * 1024)
 
 
+def heads_the_pool_holds(env: Environment) -> int | None:
+    """How many jobs' head-and-submitter pairs the head pool holds at once; None without a head pool.
+
+    Kueue must not admit more heads than that: a head that fits the quota but no node stays Pending,
+    and waitForPodsReady evicts and requeues its whole gang, again and again.
+    """
+    from .allocatable import head_room
+
+    assert env.kubernetes is not None
+    room = head_room(env)
+    head = env.kubernetes.head_pool
+    if room is None or head is None:
+        return None
+    cpu = head_cpu_milli(env) + SUBMITTER_CPU_MILLI
+    memory = head_memory_mi(env) + SUBMITTER_MEMORY_MI
+    per_node = max(0, min(room[0] // cpu, room[1] // memory))
+    return per_node * head.nodes
+
+
+def head_slots(env: Environment, tenant: Tenant) -> int:
+    """Heads (with their submitters) a tenant's queue admits: one per job its GPUs could run at once
+    (one node each at least), no more than the head pool holds."""
+    slots = tenant.gpu_quota // min(p.gpu.per_node for p in env.pools)
+    held = heads_the_pool_holds(env)
+    return slots if held is None else min(slots, held)
+
+
 def resource_names(env: Environment) -> list[str]:
     """Resources every ClusterQueue covers: cpu, memory, then each pool's GPU and fabric resource."""
     names = ["cpu", "memory"]
@@ -70,7 +97,9 @@ def resource_flavors(env: Environment) -> list[dict[str, Any]]:
         if env.kubernetes.topology is not None:
             spec["topologyName"] = env.kubernetes.topology.name
         flavors.append(_object("ResourceFlavor", pool.name, spec))
-    flavors.append(_object("ResourceFlavor", HEAD_FLAVOR, {}))
+    head = env.kubernetes.head_pool
+    # The head pool's labels: Kueue places the head and the submitter there (empty: any untainted node).
+    flavors.append(_object("ResourceFlavor", HEAD_FLAVOR, {"nodeLabels": dict(head.labels)} if head else {}))
     return flavors
 
 
@@ -100,8 +129,7 @@ def cluster_queues(env: Environment) -> list[dict[str, Any]]:
             if share.fabric_resource:
                 quota[share.fabric_resource] = str(share.fabric * gpus // share.gpus)
             flavors.append({"name": pool.name, "resources": [_quota(r, quota.get(r, "0")) for r in covered]})
-        # One head and submitter for every job the tenant's GPUs could run at once (one node each at least).
-        slots = tenant.gpu_quota // min(p.gpu.per_node for p in env.pools)
+        slots = head_slots(env, tenant)
         head = {
             "cpu": cpu_quantity((head_cpu_milli(env) + SUBMITTER_CPU_MILLI) * slots),
             "memory": memory_quantity((head_memory_mi(env) + SUBMITTER_MEMORY_MI) * slots),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fabric import nccl_env
 from ..image import image_reference, ray_version
 from ..image.pods import image_guard_container
 from ..spec import Environment
+from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
 from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
 from .namespaces import MANAGED_BY
+from .network import worker_annotations, worker_nccl_env, worker_pod_network, worker_ray_start_params
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
 from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI, head_cpu_milli, head_memory_mi
@@ -86,6 +87,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "volumeMounts": _mounts(env),
     }
     pod = _pod_spec(env, container, head_memory_mi(env))
+    pod.update(head_placement(env))
     if gate_enabled(env):
         # The gate runs in the entrypoint, on the head: only the head needs its code.
         container["volumeMounts"].append(gate_mount())
@@ -119,21 +121,25 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     if pool.fabric.kind in _RDMA:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     spec = _pod_spec(env, container, share.memory_mi)
+    spec.update(worker_pod_network(env))
     spec["nodeSelector"] = node_selector(pool)
     if pool.taints:
         spec["tolerations"] = tolerations(pool)
     metadata: dict[str, Any] = {"labels": {**MANAGED_BY, JOB_LABEL: env.job.name}}
+    annotations = worker_annotations(env)
     topology = env.kubernetes.topology
     if topology is not None and uses_kueue(env):
         levels = [lv for lv in topology.levels if lv != "kubernetes.io/hostname"] or topology.levels
-        metadata["annotations"] = {PREFERRED_TOPOLOGY: levels[-1]}
+        annotations[PREFERRED_TOPOLOGY] = levels[-1]
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "groupName": worker_group_name(env),
         "replicas": gang.nodes,
         "minReplicas": gang.nodes,
         "maxReplicas": gang.nodes,
         "numOfHosts": 1,
-        "rayStartParams": {},
+        "rayStartParams": worker_ray_start_params(env),
         "template": {"metadata": metadata, "spec": spec},
     }
 
@@ -145,6 +151,7 @@ def _submitter_template(env: Environment) -> dict[str, Any]:
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
+            **head_placement(env),
             "containers": [
                 {
                     "name": "ray-job-submitter",
@@ -170,7 +177,7 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> di
 def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.job.env.items())]
     if gpu:
-        out += [{"name": k, "value": v} for k, v in nccl_env(env.gang.pool)]
+        out += [{"name": k, "value": v} for k, v in worker_nccl_env(env)]
     out += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for ref in secret_references(env)
@@ -178,14 +185,47 @@ def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
     return out
 
 
+def head_placement(env: Environment) -> dict[str, Any]:
+    """The head's and submitter's node selector: the head pool's labels, when the stack has one."""
+    assert env.kubernetes is not None
+    head = env.kubernetes.head_pool
+    return {"nodeSelector": dict(head.labels)} if head is not None else {}
+
+
 def _mounts(env: Environment) -> list[dict[str, Any]]:
-    return [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "checkpoints", "mountPath": env.job.checkpoint.dir}]
+    """/dev/shm, the checkpoint directory, then the stack's shared volumes (models, data) at their paths."""
+    assert env.kubernetes is not None
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "checkpoints", "mountPath": env.job.checkpoint.dir}]
+    for volume in env.kubernetes.volumes:
+        mount = {"name": volume.name, "mountPath": volume.mount_path}
+        if volume.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    return mounts
 
 
 def _volumes(env: Environment, memory_mi: int) -> list[dict[str, Any]]:
+    assert env.kubernetes is not None
     # NCCL and the rollout engine share tensors through /dev/shm; a quarter of the pod's memory.
     dshm = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_quantity(memory_mi // 4)}}
-    return [dshm, {"name": "checkpoints", **checkpoint_source(env)}]
+    shared = [
+        {"name": v.name, **volume_source(v.claim_name, v.nfs, v.host_path, v.read_only)} for v in env.kubernetes.volumes
+    ]
+    return [dshm, {"name": "checkpoints", **checkpoint_source(env)}, *shared]
+
+
+def volume_source(
+    claim: str | None, nfs: NfsExport | None, host_path: str | None, read_only: bool = False
+) -> dict[str, Any]:
+    """A pod volume source from one of a claim, an NFS export or a host path."""
+    if claim is not None:
+        source: dict[str, Any] = {"claimName": claim}
+        if read_only:
+            source["readOnly"] = True
+        return {"persistentVolumeClaim": source}
+    if nfs is not None:
+        return {"nfs": {"server": nfs.server, "path": nfs.path, **({"readOnly": True} if read_only else {})}}
+    return {"hostPath": {"path": host_path, "type": "Directory"}}
 
 
 DEFAULT_CHECKPOINT_CLAIM = "grpo-checkpoints"
@@ -194,24 +234,35 @@ DEFAULT_CHECKPOINT_CLAIM = "grpo-checkpoints"
 def checkpoint_source(env: Environment) -> dict[str, Any]:
     """The volume source holding `checkpoint.dir` (the spec's, or the default PVC)."""
     volume = env.job.checkpoint.volume
-    if volume is None or volume.claim_name is not None:
-        claim = volume.claim_name if volume is not None and volume.claim_name else DEFAULT_CHECKPOINT_CLAIM
-        return {"persistentVolumeClaim": {"claimName": claim}}
-    if volume.nfs is not None:
-        return {"nfs": {"server": volume.nfs.server, "path": volume.nfs.path}}
-    return {"hostPath": {"path": volume.host_path, "type": "Directory"}}
+    if volume is None:
+        return volume_source(DEFAULT_CHECKPOINT_CLAIM, None, None)
+    return volume_source(volume.claim_name, volume.nfs, volume.host_path)
 
 
 def ray_auth_options(env: Environment) -> dict[str, Any]:
     """`authOptions` of the Ray cluster: token authentication unless the stack disabled it.
 
-    With `mode: token` and no `secretName`, KubeRay (>= 1.5.1) generates a Secret named after the
-    RayCluster (key `auth_token`), owned by it, and sets `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` on every Ray
-    container and on the K8sJobMode submitter; its own dashboard client sends the token too. No token
-    is ever rendered here. (`enableK8sTokenAuth` is rejected for RayJobs by KubeRay: not used.)
+    With `mode: token`, KubeRay (>= 1.5.1) sets `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` on every Ray container
+    and on the K8sJobMode submitter from the Secret `secretName` names (`ray_token_secret_name`, made
+    by Pulumi), and its own dashboard client sends the token too. No token is ever rendered here.
+    (`enableK8sTokenAuth` is rejected for RayJobs by KubeRay: not used.)
     """
     assert env.kubernetes is not None
-    return {"authOptions": {"mode": env.kubernetes.ray_job.ray_auth}}
+    mode = env.kubernetes.ray_job.ray_auth
+    if mode != "token":
+        return {"authOptions": {"mode": mode}}
+    return {"authOptions": {"mode": mode, "secretName": ray_token_secret_name(env)}}
+
+
+def ray_token_secret_name(env: Environment) -> str:
+    """The job's Ray token Secret, named so the tenant's Role can grant `get` on it alone.
+
+    With `authOptions.secretName` KubeRay skips generating a token per RayCluster and reads key
+    `auth_token` of this Secret for every Ray container and the submitter (kuberay v1.7.0,
+    ray-operator/apis/ray/v1/raycluster_types.go:125-129; controllers/ray/common/pod.go:411;
+    controllers/ray/rayjob_controller.go:658). Pulumi creates it once with a random value.
+    """
+    return f"{env.job.name}-ray-token"
 
 
 def _head_pod(env: Environment) -> str:
@@ -224,15 +275,9 @@ def dashboard_command(env: Environment) -> str:
 
 
 def dashboard_token_command(env: Environment) -> str | None:
-    """How a person reads the Ray token KubeRay generated for the job's current RayCluster (None when
-    `rayAuth: disabled`). The Secret is named after the RayCluster, whose name KubeRay generates and
-    records in the RayJob's status; it is deleted with the cluster."""
+    """How a person reads the job's Ray token (None when `rayAuth: disabled`): the one Secret the
+    tenant's Role may read."""
     assert env.kubernetes is not None
     if env.kubernetes.ray_job.ray_auth != "token":
         return None
-    ns, name = env.job.tenant, env.job.name
-    return (
-        f"kubectl -n {ns} get secret "
-        f"$(kubectl -n {ns} get rayjob {name} -o jsonpath='{{.status.rayClusterName}}') "
-        "-o jsonpath='{.data.auth_token}' | base64 -d"
-    )
+    return f"kubectl -n {env.job.tenant} get secret {ray_token_secret_name(env)} -o jsonpath='{{.data.auth_token}}' | base64 -d"

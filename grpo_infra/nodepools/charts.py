@@ -17,6 +17,31 @@ NVIDIA_DEVICE_PLUGIN = ("https://nvidia.github.io/k8s-device-plugin", "nvidia-de
 EFA_DEVICE_PLUGIN = ("https://aws.github.io/eks-charts", "aws-efa-k8s-device-plugin", "v0.5.7")
 GPU_OPERATOR = ("https://helm.ngc.nvidia.com/nvidia", "gpu-operator", "v25.3.0")
 
+# What each DaemonSet pod the stack installs requests on every node it runs on, (millicores, MiB). The
+# charts' values set exactly these requests, and a node's room for the worker is its allocatable minus
+# their sum (`grpo_infra.k8s.placement.node_share`), so the worker and the plugins always fit together.
+# The EFA chart's own default is 10m / 20Mi (eks-charts, stable/aws-efa-k8s-device-plugin/README.md).
+NVIDIA_DEVICE_PLUGIN_REQUESTS = (50, 128)
+EFA_DEVICE_PLUGIN_REQUESTS = (10, 20)
+RDMA_DEVICE_PLUGIN_REQUESTS = (50, 64)
+# GPU operator: one request per DaemonSet it runs on a GPU node (values key → requests).
+GPU_OPERATOR_REQUESTS: dict[str, tuple[int, int]] = {
+    "toolkit": (50, 128),
+    "devicePlugin": (50, 128),
+    "dcgmExporter": (100, 256),
+    "gfd": (20, 64),
+    "validator": (20, 64),
+    "nodeStatusExporter": (20, 64),
+}
+GPU_OPERATOR_DRIVER_REQUESTS = (200, 1024)
+NFD_WORKER_REQUESTS = (20, 64)
+
+
+def requests(cpu_milli: int, memory_mi: int) -> dict[str, dict[str, str]]:
+    """A container `resources` block requesting (and limited to) exactly this."""
+    amount = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mi}Mi"}
+    return {"requests": dict(amount), "limits": {"memory": amount["memory"]}}
+
 
 def _release(name: str, namespace: str, chart: tuple[str, str, str], values: dict[str, Any]) -> dict[str, Any]:
     repository, chart_name, version = chart
@@ -41,13 +66,22 @@ def nvidia_device_plugin(pools: list[Pool]) -> dict[str, Any]:
         "nvidia-device-plugin",
         "nvidia-device-plugin",
         NVIDIA_DEVICE_PLUGIN,
-        {"affinity": node_affinity(pools), "tolerations": tolerations(pools)},
+        {
+            "affinity": node_affinity(pools),
+            "tolerations": tolerations(pools),
+            "resources": requests(*NVIDIA_DEVICE_PLUGIN_REQUESTS),
+        },
     )
 
 
 def efa_device_plugin(pools: list[Pool]) -> dict[str, Any]:
     """The EFA device plugin (advertises vpc.amazonaws.com/efa); it tolerates the pools' taints."""
-    return _release("aws-efa-k8s-device-plugin", "kube-system", EFA_DEVICE_PLUGIN, {"tolerations": tolerations(pools)})
+    return _release(
+        "aws-efa-k8s-device-plugin",
+        "kube-system",
+        EFA_DEVICE_PLUGIN,
+        {"tolerations": tolerations(pools), "resources": requests(*EFA_DEVICE_PLUGIN_REQUESTS)},
+    )
 
 
 def gpu_operator(pools: list[Pool], install_driver: bool) -> dict[str, Any]:
@@ -58,9 +92,12 @@ def gpu_operator(pools: list[Pool], install_driver: bool) -> dict[str, Any]:
         "gpu-operator",
         GPU_OPERATOR,
         {
-            "driver": {"enabled": install_driver},
+            "driver": {"enabled": install_driver, "resources": requests(*GPU_OPERATOR_DRIVER_REQUESTS)},
             "daemonsets": {"tolerations": tolerate},
-            "node-feature-discovery": {"worker": {"tolerations": tolerate}},
+            "node-feature-discovery": {
+                "worker": {"tolerations": tolerate, "resources": requests(*NFD_WORKER_REQUESTS)}
+            },
+            **{key: {"resources": requests(*amount)} for key, amount in GPU_OPERATOR_REQUESTS.items()},
         },
     )
 
@@ -85,3 +122,24 @@ def device_plugin_releases(env: Environment) -> list[dict[str, Any]]:
             install_driver = any(p.existing.operator_installs_driver for p in asking if p.existing)
             return [gpu_operator(asking, install_driver)]
     return []
+
+
+def daemonset_requests(env: Environment, pool: Pool) -> list[tuple[str, int, int]]:
+    """(DaemonSet, millicores, MiB) of every DaemonSet pod this stack puts on each node of `pool`."""
+    assert env.kubernetes is not None
+    provider, out = env.kubernetes.provider, []
+    if provider == "eks":
+        out.append(("nvidia-device-plugin", *NVIDIA_DEVICE_PLUGIN_REQUESTS))
+        if pool.fabric.kind == "efa":
+            out.append(("aws-efa-k8s-device-plugin", *EFA_DEVICE_PLUGIN_REQUESTS))
+    if provider == "existing" and pool.existing is not None:
+        if pool.existing.install_gpu_operator:
+            out += [(f"gpu-operator {key}", *amount) for key, amount in GPU_OPERATOR_REQUESTS.items()]
+            out.append(("node-feature-discovery worker", *NFD_WORKER_REQUESTS))
+            if any(
+                p.existing.operator_installs_driver for p in env.pools if p.existing and p.existing.install_gpu_operator
+            ):
+                out.append(("gpu-operator driver", *GPU_OPERATOR_DRIVER_REQUESTS))
+        if pool.existing.install_rdma_device_plugin:
+            out.append(("rdma-shared-device-plugin", *RDMA_DEVICE_PLUGIN_REQUESTS))
+    return out

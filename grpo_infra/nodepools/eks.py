@@ -14,6 +14,7 @@ from ..spec.pools import Pool
 from .efa import network_interfaces
 
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
+HEAD_AMI_TYPE = "AL2023_x86_64_STANDARD"
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
 
@@ -42,6 +43,10 @@ def launch_template_args(env: Environment, pool: Pool) -> dict[str, Any] | None:
         args["capacity_reservation_specification"] = {
             "capacity_reservation_target": {"capacity_reservation_id": eks.capacity_reservation_id}
         }
+    if eks.capacity_type == "CAPACITY_BLOCK":
+        # A Capacity Block launches only with this market type in the launch template
+        # (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+        args["instance_market_options"] = {"market_type": "capacity-block"}
     if not args:
         return None
     return {
@@ -59,6 +64,8 @@ def node_group_args(env: Environment, pool: Pool) -> dict[str, Any]:
             f"pool {pool.name}: set eks.nodeRoleArn (the IAM role the nodes run as) to create the node group"
         )
     size = pool.node_count
+    # Outside a Capacity Block's window EC2 launches nothing: the group waits at 0 desired nodes.
+    desired = size if eks.capacity_type != "CAPACITY_BLOCK" or eks.capacity_block_open else 0
     return {
         "cluster_name": env.kubernetes.cluster_name,  # type: ignore[union-attr]
         "node_group_name": pool.name,
@@ -66,12 +73,32 @@ def node_group_args(env: Environment, pool: Pool) -> dict[str, Any]:
         "subnet_ids": list(eks.subnet_ids),
         "instance_types": [eks.instance_type],
         "ami_type": AMI_TYPE,
-        "capacity_type": "ON_DEMAND",
-        "scaling_config": {"desired_size": size, "min_size": size, "max_size": size},
+        "capacity_type": eks.capacity_type,
+        "scaling_config": {"desired_size": desired, "min_size": desired, "max_size": size},
         "labels": node_selector(pool),
         "taints": [
             {"key": t.key, **({"value": t.value} if t.value is not None else {}), "effect": _EFFECTS[t.effect]}
             for t in pool.taints
         ],
         "tags": {"grpo-infra/pool": pool.name},
+    }
+
+
+def head_node_group_args(env: Environment) -> dict[str, Any]:
+    """The head pool's node group: CPU nodes, no taints, the head pool's labels, standard AL2023 AMI."""
+    head = env.kubernetes.head_pool if env.kubernetes is not None else None
+    if env.kubernetes is None or env.kubernetes.provider != "eks" or head is None or head.eks is None:
+        raise NodePoolError("the stack has no EKS head pool")
+    return {
+        "cluster_name": env.kubernetes.cluster_name,
+        "node_group_name": head.name,
+        "node_role_arn": head.eks.node_role_arn,
+        "subnet_ids": list(head.eks.subnet_ids),
+        "instance_types": [head.eks.instance_type],
+        "ami_type": HEAD_AMI_TYPE,
+        "capacity_type": "ON_DEMAND",
+        "scaling_config": {"desired_size": head.nodes, "min_size": head.nodes, "max_size": head.nodes},
+        "labels": dict(head.labels),
+        "taints": [],
+        "tags": {"grpo-infra/pool": head.name},
     }

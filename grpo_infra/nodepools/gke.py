@@ -58,5 +58,23 @@ def node_pool_args(env: Environment, pool: Pool) -> dict[str, Any]:
         "node_locations": [gke.zone],
         "node_count": pool.node_count,
         "placement_policy": {"type": "COMPACT"},
+        # A node upgrade drains the node, which ends a multi-day run; a repair replaces a broken node only.
+        "management": {"auto_upgrade": gke.auto_upgrade, "auto_repair": True},
         "node_config": node_config,
+    }
+
+
+def head_node_pool_args(env: Environment) -> dict[str, Any]:
+    """The head pool's node pool: CPU machines, no taints, the head pool's labels."""
+    head = env.kubernetes.head_pool if env.kubernetes is not None else None
+    if env.kubernetes is None or env.kubernetes.provider != "gke" or head is None or head.gke is None:
+        raise NodePoolError("the stack has no GKE head pool")
+    return {
+        "name": head.name,
+        "cluster": env.kubernetes.cluster_name,
+        "location": next((cluster_location(p) for p in env.pools if p.gke is not None), head.gke.zone[:-2]),
+        "node_locations": [head.gke.zone],
+        "node_count": head.nodes,
+        "management": {"auto_upgrade": head.gke.auto_upgrade, "auto_repair": True},
+        "node_config": {"machine_type": head.gke.machine_type, "labels": dict(head.labels)},
     }

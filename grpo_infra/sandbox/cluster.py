@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import synth
+from ..processes import pid_of, stop, wait_for
 from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
 from .plan import (
@@ -348,12 +349,7 @@ def wait_for_nodes(plan: Plan, *, timeout: float = 60) -> None:
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise SandboxError(message)
+    wait_for(predicate, timeout, SandboxError(message))
 
 
 # -------------------------------------------------------------------------------------------- down
@@ -386,25 +382,7 @@ def _kill_namespace(namespace: str) -> list[int]:
 
 def _pid_of(pidfile: Path, root: Path) -> int | None:
     """The pid a pid file names, only if that process's command line mentions the sandbox root."""
-    try:
-        pid = int(pidfile.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except (OSError, ValueError):
-        return None
-    return pid if str(root) in cmdline else None
-
-
-def _stop(pids: list[int], grace: float = 3) -> None:
-    """TERM all at once, then KILL whatever is left after the grace period."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    return pid_of(pidfile, str(root))
 
 
 def down(root: Path = ROOT) -> list[str]:
@@ -414,7 +392,7 @@ def down(root: Path = ROOT) -> list[str]:
     with contextlib.suppress(SandboxError, ValueError, TypeError):
         created = list(load_state(root).get("created_outside_root", []))  # type: ignore[call-overload]
     daemons = {f: _pid_of(f, root) for f in [root / "ctl" / "slurmctld.pid", *sorted(root.glob("nodes/*/slurmd.pid"))]}
-    _stop([pid for pid in daemons.values() if pid is not None])
+    stop([pid for pid in daemons.values() if pid is not None])
     done += [f"stopped {f.parent.name}/{f.stem}" for f, pid in daemons.items() if pid is not None]
     for ns in namespaces():
         killed = _kill_namespace(ns)
@@ -422,7 +400,7 @@ def down(root: Path = ROOT) -> list[str]:
         done.append(f"deleted namespace {ns} ({len(killed)} processes killed)")
     munged = _pid_of(root / "munge" / "munged.pid", root)
     if munged is not None:
-        _stop([munged])
+        stop([munged])
         done.append("stopped munged")
     for line in _run(["ip", "-o", "link", "show"], check=False).splitlines():
         parts = line.split(":")

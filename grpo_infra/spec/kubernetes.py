@@ -6,20 +6,151 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from .base import SpecModel
+from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
+from .job import NfsExport
+from .pools import LabelKey, LabelValue
 
 
 class NodeReserve(SpecModel):
-    """What each node keeps back for the kubelet, system daemons and device plugins.
+    """What each node keeps back beyond what the project computes (docs/kubernetes.md, "What a node gives").
 
-    Queue quotas are the pool's capacity minus this reserve on every node, so that an admitted
-    gang always fits on the nodes.
+    On EKS and GKE the kubelet's reservation and eviction threshold follow the provider's published rules
+    and the stack's own DaemonSets are subtracted too; this reserve covers the rest: the cluster's own
+    DaemonSets (kube-proxy, the CNI, logging agents) and the memory the kernel keeps. On an existing
+    cluster it is the whole stated reserve, the kubelet's included. The worker pod asks for what is left.
     """
 
     cpus: Annotated[float, Field(ge=0)]
     """CPUs kept back on every node."""
     memory_gib: Annotated[float, Field(ge=0)]
     """GiB of memory kept back on every node."""
+
+
+# Volume names the RayJob's pods already use (/dev/shm, the checkpoint volume, the gate's code).
+RESERVED_VOLUMES = frozenset({"dshm", "checkpoints", "grpo-infra-gate"})
+MountPath = Annotated[str, StringConstraints(pattern=r"^/[^\s:,]*[^/\s:,]$|^/$")]
+
+
+class Volume(SpecModel):
+    """A shared volume mounted at the same path on the Ray head and every worker: models, data, caches.
+
+    Exactly one source: a PersistentVolumeClaim in the tenant's namespace (a ReadWriteMany claim on
+    FSx for Lustre, Filestore or NFS), an NFS export, or a host path every node already mounts.
+    """
+
+    name: DnsLabel
+    """Volume name in the pods."""
+    mount_path: MountPath
+    """Where the head and the workers see it."""
+    read_only: bool = True
+    """Mount read-only (models and data are read, never written)."""
+    claim_name: (
+        Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None
+    ) = None
+    """A PersistentVolumeClaim in the tenant's namespace (ReadWriteMany or ReadOnlyMany)."""
+    nfs: NfsExport | None = None
+    host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
+        default=None, description="A shared file system already mounted at this path on every node."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Volume:
+        given = [k for k in ("claim_name", "nfs", "host_path") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"volume {self.name}: give exactly one of `claimName`, `nfs` {{server, path}} or `hostPath`"
+            )
+        return self
+
+
+InterfaceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$", max_length=15)]
+
+
+class PodNetwork(SpecModel):
+    """Which network the worker pods' NCCL and Gloo sockets use.
+
+    `pod`: the pod's own interface (`eth0`). `secondary`: a Multus attachment, whose interface the pod
+    sees as `interface` (Multus names the first one `net1`). `host`: the workers run with
+    `hostNetwork: true` and use the pool's `fabric.interfaces`; their Ray ports then live on the host
+    and come from a per-job block starting at `hostPortStart`.
+    """
+
+    mode: Literal["pod", "secondary", "host"] = "pod"
+    """`pod`, `secondary` (Multus) or `host` (hostNetwork)."""
+    interface: InterfaceName | None = Field(
+        default=None, description="The socket interface inside the pod: `eth0` for `pod`, `net1` for `secondary`."
+    )
+    attachment: Annotated[str, StringConstraints(pattern=r"^([a-z0-9-]+/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] | None = (
+        Field(default=None, description="`secondary`: the NetworkAttachmentDefinition (`[namespace/]name`).")
+    )
+    host_port_start: Annotated[int, Field(ge=1024, le=65280)] | None = Field(
+        default=None, description="`host`: first port of the job's Ray port block on the host."
+    )
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> PodNetwork:
+        if (self.mode == "secondary") != (self.attachment is not None):
+            raise ValueError(
+                "`attachment` (the Multus NetworkAttachmentDefinition) goes with mode secondary, and only there"
+            )
+        if (self.mode == "host") != (self.host_port_start is not None):
+            raise ValueError(
+                "`hostPortStart` (the job's Ray port block on the host) goes with mode host, and only there"
+            )
+        if self.mode == "host" and self.interface is not None:
+            raise ValueError("mode host uses the pool's `fabric.interfaces`; `interface` is for pod networks")
+        return self
+
+    def socket_interface(self) -> str | None:
+        """The interface name inside the pod; None for host networking (the pool's interfaces then)."""
+        if self.mode == "host":
+            return None
+        return self.interface or ("eth0" if self.mode == "pod" else "net1")
+
+
+class HeadEksNodes(SpecModel):
+    """The EKS node group of the head pool."""
+
+    instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+[a-z0-9-]*\.[a-z0-9]+$")]
+    """EC2 instance type, e.g. m7i.8xlarge."""
+    subnet_ids: list[Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]+$")]] = Field(min_length=1)
+    """Subnets of the node group."""
+    node_role_arn: Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$")]
+    """IAM role the nodes run as."""
+    max_pods: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """The kubelet's maxPods when the instance type is not in the project's table."""
+
+
+class HeadGkeNodes(SpecModel):
+    """The GKE node pool of the head pool."""
+
+    machine_type: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    """GCE machine type, e.g. n2-standard-16."""
+    zone: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+-[a-z]$")]
+    """Zone of the node pool (the GPU pool's, so the head is near its workers)."""
+    auto_upgrade: bool = False
+    """Let GKE upgrade (drain) these nodes; the head's loss ends the run."""
+
+
+class HeadPool(SpecModel):
+    """CPU nodes for the Ray head and the job's submitter: the GPU pools are tainted and filled by workers.
+
+    On EKS and GKE the stack creates them (`eks` or `gke`); on an existing cluster they are existing
+    nodes that already carry `labels`.
+    """
+
+    name: DnsLabel = "ray-head"
+    """Node group / node pool name."""
+    nodes: PositiveInt = 1
+    """How many head nodes."""
+    cpus: Annotated[int, Field(ge=1, le=4096)]
+    """CPUs per node."""
+    memory_gib: Annotated[int, Field(ge=1, le=65536)]
+    """Memory per node, GiB."""
+    labels: dict[LabelKey, LabelValue] = Field(min_length=1)
+    """Node labels: what the head and submitter select and the `ray-head` flavor matches."""
+    eks: HeadEksNodes | None = None
+    gke: HeadGkeNodes | None = None
 
 
 class Topology(SpecModel):
@@ -60,8 +191,11 @@ class RayJobSettings(SpecModel):
     priority_class: PriorityName = Field(
         default="grpo-normal", description="Kueue WorkloadPriorityClass; one of `priorityClasses`."
     )
-    ttl_seconds_after_finished: Annotated[int, Field(ge=1)] = Field(
-        default=3600, description="Keep the finished RayJob (and its logs) this long before KubeRay deletes it."
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0)] = Field(
+        default=30,
+        description="Seconds KubeRay keeps the finished job's Ray cluster (all its GPU pods) before deleting it. "
+        "Kueue releases the quota as soon as the job finishes, so `check` refuses more than 60 under Kueue; "
+        "the driver's log stays in the submitter pod (docs/kubernetes.md).",
     )
     active_deadline_seconds: Annotated[int, Field(ge=60)] | None = Field(
         default=7 * 24 * 3600, description="Fail the job after this long running; no limit when null."
@@ -118,10 +252,52 @@ class Kubernetes(SpecModel):
         description="Kueue evicts and requeues a gang whose pods are not all ready by then; covers pulling a "
         "multi-GB verl image onto every node.",
     )
+    block_admission: bool = Field(
+        default=True,
+        description="Kueue `waitForPodsReady.blockAdmission`: admit no other gang, of any tenant, until the "
+        "admitted one's pods are all ready (cluster-wide; see docs/kubernetes.md for the trade-off).",
+    )
+    volumes: list[Volume] = Field(default_factory=list)
+    """Shared volumes mounted on the head and every worker: where `job.modelPath` and `job.data` live."""
+    network: PodNetwork = Field(default_factory=PodNetwork)
+    head_pool: HeadPool | None = None
+    provided_resources: list[ResourceName] = Field(
+        default_factory=list,
+        description="Extended resources the cluster's own device plugins already advertise (e.g. nvidia.com/gpu, "
+        "rdma/roce on an existing cluster); the stack installs the plugins for the others.",
+    )
+    pod_security: Literal["restricted", "baseline", "privileged"] | None = Field(
+        default=None,
+        description="Pod Security level to enforce on the tenant namespaces; default: the strictest the job's "
+        "pods pass. `check` refuses a level the pods do not pass.",
+    )
     priority_classes: dict[PriorityName, Annotated[int, Field(ge=-2147483648, le=1000000000)]] = Field(
         default_factory=_default_priority_classes, description="Kueue WorkloadPriorityClasses: name → value."
     )
     ray_job: RayJobSettings = Field(default_factory=RayJobSettings)
+
+    @model_validator(mode="after")
+    def _head_pool_fits_provider(self) -> Kubernetes:
+        """EKS and GKE clusters get a head pool from the stack: nothing else gives the head an untainted node."""
+        head = self.head_pool
+        if self.provider in ("eks", "gke") and (head is None or getattr(head, self.provider) is None):
+            raise ValueError(
+                f"an {self.provider} cluster needs `headPool` with an `{self.provider}` block: the GPU nodes are "
+                "tainted and full, so the Ray head and the submitter need CPU nodes of their own"
+            )
+        for cloud in ("eks", "gke"):
+            if head is not None and cloud != self.provider and getattr(head, cloud) is not None:
+                raise ValueError(f"headPool.{cloud} is only for an {cloud} cluster, this one is {self.provider}")
+        names = [v.name for v in self.volumes]
+        taken = sorted(set(names) & RESERVED_VOLUMES)
+        if taken:
+            raise ValueError(f"volumes: {taken[0]} is a volume the project mounts itself; choose another name")
+        paths = [v.mount_path for v in self.volumes]
+        for what, values in (("name", names), ("mountPath", paths)):
+            dupes = sorted({n for n in values if values.count(n) > 1})
+            if dupes:
+                raise ValueError(f"volumes: {what} {dupes[0]} is used twice")
+        return self
 
     @model_validator(mode="after")
     def _known_priority_class(self) -> Kubernetes:

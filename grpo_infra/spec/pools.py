@@ -85,7 +85,22 @@ class EksNodes(SpecModel):
         min_length=1, description="Subnets of ONE availability zone (an EFA pool: exactly one subnet)."
     )
     capacity_reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]+$")] | None = None
-    """EC2 capacity reservation the node group launches into."""
+    """EC2 capacity reservation (an On-Demand Capacity Reservation or a Capacity Block) the node group launches into."""
+    capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = Field(
+        default="ON_DEMAND",
+        description="The node group's capacity type: `CAPACITY_BLOCK` for a Capacity Block for ML (p5 reservations "
+        "usually are), which also sets the launch template's market type `capacity-block`.",
+    )
+    capacity_block_open: bool = Field(
+        default=True,
+        description="`CAPACITY_BLOCK` only: false outside the block's window, which creates the node group with "
+        "0 desired nodes (EC2 launches nothing before the block starts); set true and `pulumi up` when it opens.",
+    )
+    max_pods: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=None,
+        description="The kubelet's maxPods, when the instance type is not in the project's table or nodeadm's "
+        "`maxPodsExpression` changes it; decides the kubelet's memory reservation.",
+    )
     node_role_arn: (
         Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$")] | None
     ) = Field(
@@ -97,6 +112,20 @@ class EksNodes(SpecModel):
         description="Security groups of the EFA interfaces (usually the cluster security group); needed for EFA.",
     )
 
+    @model_validator(mode="after")
+    def _capacity_type_matches_reservation(self) -> EksNodes:
+        """EC2 launches into a Capacity Block only with market type capacity-block and the block's id, and a
+        Spot node group cannot use a reservation (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)."""
+        if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_reservation_id is None:
+            raise ValueError("capacityType CAPACITY_BLOCK needs the block's id in `capacityReservationId` (cr-...)")
+        if self.capacity_type == "SPOT" and self.capacity_reservation_id is not None:
+            raise ValueError(
+                "a SPOT node group cannot launch into capacity reservation " + self.capacity_reservation_id
+            )
+        if self.capacity_type != "CAPACITY_BLOCK" and not self.capacity_block_open:
+            raise ValueError("`capacityBlockOpen` is for capacityType CAPACITY_BLOCK only")
+        return self
+
 
 class GkeNodes(SpecModel):
     """How a GKE node pool provides this pool."""
@@ -107,14 +136,42 @@ class GkeNodes(SpecModel):
     """GPU type of guest_accelerators, e.g. nvidia-h100-80gb."""
     zone: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+-[a-z]$")]
     """The one zone of the node pool (compact placement)."""
-    reservation: str | None = None
-    """Compute reservation the nodes consume."""
+    reservation: (
+        Annotated[
+            str, StringConstraints(pattern=r"^(projects/[a-z][-a-z0-9]*/reservations/)?[a-z]([-a-z0-9]*[a-z0-9])?$")
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Compute Engine reservation the nodes consume (SPECIFIC_RESERVATION): its name, or "
+        "`projects/<project>/reservations/<name>` for a shared one; A3 capacity is usually only there.",
+    )
+    auto_upgrade: bool = Field(
+        default=False,
+        description="Let GKE upgrade the pool's nodes (it drains them, killing a multi-day run). Must be true on a "
+        "release-channel cluster; then the cluster needs a maintenance exclusion covering the run "
+        "(`maintenanceExclusion`).",
+    )
+    maintenance_exclusion: bool = Field(
+        default=False,
+        description="The cluster has a `no_minor_or_node_upgrades` maintenance exclusion covering the run; "
+        "required when `autoUpgrade` is true.",
+    )
     cluster_location: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+(-[a-z])?$")] | None = Field(
         default=None, description="The cluster's region or zone; default: the region of `zone` (a regional cluster)."
     )
     gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field(
         default="DEFAULT", description="Which NVIDIA driver GKE installs on the nodes."
     )
+
+    @model_validator(mode="after")
+    def _upgrades_guarded(self) -> GkeNodes:
+        if self.auto_upgrade and not self.maintenance_exclusion:
+            raise ValueError(
+                "autoUpgrade: true lets GKE drain the nodes mid-run; declare the cluster's maintenance exclusion "
+                "(`maintenanceExclusion: true`) or set autoUpgrade: false"
+            )
+        return self
 
 
 class ExistingNodes(SpecModel):
@@ -125,6 +182,11 @@ class ExistingNodes(SpecModel):
     )
     operator_installs_driver: bool = Field(
         default=False, description="Let the GPU operator install the NVIDIA driver (off: drivers are preinstalled)."
+    )
+    install_rdma_device_plugin: bool = Field(
+        default=False,
+        description="Install the RDMA shared device plugin, advertising `fabric.resource` (rdma/<name>) from the "
+        "pool's `fabric.hcas`.",
     )
 
 

@@ -141,6 +141,11 @@ class Slurm(SpecModel):
     )
     deploy: SlurmDeploy | None = Field(default=None, description="Where `pulumi up` places the rendered files.")
     switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
+    shared_paths: list[Annotated[str, StringConstraints(pattern=r"^/\S*$")]] = Field(
+        default_factory=list,
+        description="File systems every node mounts at the same path (Lustre, NFS, GPFS); `check` warns about "
+        "a model, data or checkpoint path outside them.",
+    )
 
     @field_validator("max_time", "time_limit")
     @classmethod

@@ -76,20 +76,46 @@ def _pod_requests(template: dict[str, Any]) -> dict[str, float]:
     return total
 
 
-def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint["effect"]:
-            continue
-        if t.get("operator", "Equal") == "Exists" and (not t.get("key") or t["key"] == taint["key"]):
-            return True
-        if t.get("key") == taint["key"] and t.get("value") == taint.get("value"):
-            return True
+# Kueue v0.19.2 judges each pod set against each flavor in
+# pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets (lines 1208-1257): first the
+# flavor's NoSchedule/NoExecute taints against the pod's tolerations plus the flavor's own
+# `spec.tolerations` (line 1239), then the pod's node selector restricted to the flavor's own label keys
+# (flavorSelector, lines 1278-1322) against the flavor's labels. On admission Kueue copies the flavor's
+# node labels and tolerations into the pods (pkg/podset/podset.go, FromAssignment, lines 87-88): a pod
+# that selects nothing can still be assigned, and sent to, any untainted flavor.
+
+
+def _tolerates_one(t: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """k8s.io/api/core/v1 Toleration.ToleratesTaint (vendored in Kueue v0.19.2, toleration.go lines 52-77)."""
+    if t.get("effect") and t["effect"] != taint["effect"]:
+        return False
+    if t.get("key") and t["key"] != taint["key"]:
+        return False
+    operator, value, taint_value = t.get("operator", "Equal") or "Equal", t.get("value", ""), taint.get("value", "")
+    if operator == "Equal":
+        return value == taint_value
+    if operator == "Exists":
+        return True
+    if operator in ("Lt", "Gt"):  # numeric comparison, enabled in Kueue's call (flavorassigner.go line 1241)
+        try:
+            tolerated, tainted = int(value), int(taint_value)
+        except ValueError:
+            return False
+        return tainted < tolerated if operator == "Lt" else tainted > tolerated
     return False
 
 
+def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    return any(_tolerates_one(t, taint) for t in tolerations)
+
+
 def _matches(flavor: dict[str, Any], selector: dict[str, str]) -> bool:
+    """The pod's nodeSelector, keys the flavor does not label ignored, against the flavor's labels.
+
+    A flavor label the pod does not select is no obstacle: Kueue adds it to the pod on admission.
+    """
     labels = flavor.get("spec", {}).get("nodeLabels", {})
-    return all(labels.get(k, v) == v for k, v in selector.items()) and all(k in selector for k in labels)
+    return all(labels[k] == v for k, v in selector.items() if k in labels)
 
 
 def admission_errors(objects: list[dict[str, Any]]) -> list[str]:
@@ -119,18 +145,38 @@ def admission_errors(objects: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# Kueue v0.19.2 pkg/controller/jobs/rayjob/rayjob_controller.go, getSubmitterTemplate and
+# defaultSubmitterResources (lines 252-286): the submitter pod set Kueue counts when a K8sJobMode RayJob
+# brings no submitterPodTemplate.
+_DEFAULT_SUBMITTER = {"spec": {"containers": [{"resources": {"requests": {"cpu": "500m", "memory": "200Mi"}}}]}}
+
+
 def _podsets(job: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """The pod sets Kueue builds from a RayJob, with their pod counts.
+
+    Kueue v0.19.2: pkg/controller/jobs/raycluster/common.go, BuildPodSets (line 76: the head, count 1;
+    each worker group, count replicas × numOfHosts by effectiveWorkerCount, lines 64-73) and
+    pkg/controller/jobs/rayjob/rayjob_controller.go, addSubmitterPodSet (lines 289-311: one submitter pod
+    in K8sJobMode, the default submission mode).
+    """
     cluster = job["spec"]["rayClusterSpec"]
     sets = [("head", 1, cluster["headGroupSpec"]["template"])]
     for g in cluster.get("workerGroupSpecs", []):
-        sets.append((g["groupName"], g.get("replicas", 1) * g.get("numOfHosts", 1), g["template"]))
-    if job["spec"].get("submissionMode", "K8sJobMode") == "K8sJobMode" and "submitterPodTemplate" in job["spec"]:
-        sets.append(("submitter", 1, job["spec"]["submitterPodTemplate"]))
+        sets.append((g["groupName"], g.get("replicas", 1) * max(g.get("numOfHosts", 1), 1), g["template"]))
+    if job["spec"].get("submissionMode", "K8sJobMode") == "K8sJobMode":
+        sets.append(("submitter", 1, job["spec"].get("submitterPodTemplate", _DEFAULT_SUBMITTER)))
     return sets
 
 
 def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, Any]]) -> list[str]:
-    """Assign each PodSet the first flavor it may use (as Kueue does) and compare the sum with the quota."""
+    """Assign each PodSet the first flavor it may use (as Kueue does) and compare the sum with the quota.
+
+    Kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go: findFlavorForPodSets (lines 1061-1206)
+    walks a resource group's flavors in order and stops at the first that fits; fitsResourceQuota
+    (lines 1330-1380) adds the pod set's request to what earlier pod sets of the workload took from the
+    flavor and compares it with the quota (the nominal quota here: every borrowingLimit is 0). A
+    resource no resource group covers is "unavailable in ClusterQueue" (line 1071).
+    """
     groups = cq["spec"].get("resourceGroups", [])
     quota = {
         (f["name"], r["name"]): parse_quantity(r["nominalQuota"])
@@ -140,6 +186,7 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
     }
     order = [f["name"] for g in groups for f in g["flavors"]]
     used: dict[tuple[str, str], float] = defaultdict(float)
+    takers: dict[str, list[str]] = defaultdict(list)  # the pod sets already assigned to each flavor
     problems = []
     for name, count, template in _podsets(job):
         spec = template.get("spec", {})
@@ -150,10 +197,11 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
             if flavor is None:
                 reasons.append(f"flavor {flavor_name} does not exist")
                 continue
+            tolerations = [*spec.get("tolerations", []), *flavor.get("spec", {}).get("tolerations", [])]
             untolerated = [
                 t
                 for t in flavor.get("spec", {}).get("nodeTaints", [])
-                if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations", []), t)
+                if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)
             ]
             if untolerated:
                 reasons.append(f"flavor {flavor_name}: no toleration for taint {untolerated[0]['key']}")
@@ -162,12 +210,13 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
                 reasons.append(f"flavor {flavor_name}: node labels do not match the pods' nodeSelector")
                 continue
             short = [
-                f"{r} {requests[r] * count:g} > {quota.get((flavor_name, r), 0):g}"
+                f"{r} {used[(flavor_name, r)] + requests[r] * count:g} > {quota.get((flavor_name, r), 0):g}"
                 for r in requests
                 if used[(flavor_name, r)] + requests[r] * count > quota.get((flavor_name, r), 0)
             ]
             if short:
-                reasons.append(f"flavor {flavor_name}: quota too small ({', '.join(short)})")
+                before = f", after pod sets {', '.join(takers[flavor_name])}" if takers[flavor_name] else ""
+                reasons.append(f"flavor {flavor_name}: quota too small ({', '.join(short)}{before})")
                 continue
             chosen = flavor_name
             break
@@ -178,4 +227,5 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
             continue
         for r, v in requests.items():
             used[(chosen, r)] += v * count
+        takers[chosen].append(name)
     return problems

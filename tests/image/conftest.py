@@ -8,7 +8,7 @@ from typing import Any
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import ROOT, SHIPPED_STACKS
 
-BUILT = ["eks-prod", "gke-dev", "onprem-k8s", "onprem-slurm"]
+BUILT = [s for s in SHIPPED_STACKS if load_stack(s, ROOT).environment.image.build is not None]
 
 # verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2, the image the stacks named
 # before they declared one, as verl's own Dockerfiles build it: FROM nvcr.io/nvidia/pytorch:25.03-py3

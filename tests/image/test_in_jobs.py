@@ -15,9 +15,9 @@ from grpo_infra.k8s.rayjob import ray_job
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
 
-from .conftest import stack, variant
+from .conftest import SHIPPED_STACKS, stack, variant
 
-K8S = ["eks-prod", "gke-dev", "onprem-k8s"]
+K8S = [s for s in SHIPPED_STACKS if stack(s).target == "kubernetes"]
 VENV_BIN = str(Path(sys.executable).parent)
 
 

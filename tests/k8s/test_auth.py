@@ -25,8 +25,9 @@ def _auth_off(raw: dict[str, Any]) -> None:
 def test_token_auth_is_on_by_default_with_the_images_ray_version(stack: str) -> None:
     env = env_of(stack)
     cluster = ray_job(env)["spec"]["rayClusterSpec"]
-    # No secretName: KubeRay generates the token Secret per RayCluster; nothing secret is rendered.
-    assert cluster["authOptions"] == {"mode": "token"}
+    # The token Secret has a fixed name, so the tenant's Role can grant `get` on it alone; its value is
+    # Pulumi's, never rendered.
+    assert cluster["authOptions"] == {"mode": "token", "secretName": f"{env.job.name}-ray-token"}
     assert cluster["rayVersion"] == env.image.contents.ray == RAY_VERSION
     assert "enableK8sTokenAuth" not in cluster["authOptions"], "KubeRay rejects it for RayJobs"
     assert "RAY_AUTH_TOKEN" not in str(ray_job(env)), "KubeRay injects the token variables itself"
@@ -54,11 +55,23 @@ def test_token_auth_with_a_ray_older_than_2_52_is_refused(version: str) -> None:
     assert RayJobSettings.model_validate({"rayVersion": "2.52.0"}).ray_auth == "token"
 
 
-def test_tenants_can_read_the_token_by_name_only() -> None:
+def test_tenants_read_only_their_jobs_ray_token() -> None:
     env = env_of("onprem-k8s")
-    for role in by_kind(objects(env), "Role"):
-        secret_rules = [r for r in role["rules"] if "secrets" in r["resources"]]
-        assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    roles = {r["metadata"]["namespace"]: r for r in by_kind(objects(env), "Role")}
+    secret_rules = {ns: [r for r in role["rules"] if "secrets" in r["resources"]] for ns, role in roles.items()}
+    # rl-team runs the job: its token, by name, get only. eval-team runs none here: no Secret at all
+    # (not the HF token, which reaches the pods through secretKeyRef without any RBAC of the tenant's).
+    assert secret_rules == {
+        "rl-team": [
+            {
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": ["grpo-llama31-8b-ray-token"],
+                "verbs": ["get"],
+            }
+        ],
+        "eval-team": [],
+    }
 
 
 def test_dashboard_and_token_commands() -> None:
@@ -68,13 +81,22 @@ def test_dashboard_and_token_commands() -> None:
     assert forward.startswith(f"kubectl -n {ns} port-forward ") and forward.endswith(" 8265:8265")
     token = dashboard_token_command(env)
     assert token is not None
-    assert f"get rayjob {name} -o jsonpath='{{.status.rayClusterName}}'" in token
-    assert token.endswith("-o jsonpath='{.data.auth_token}' | base64 -d")
+    assert token == f"kubectl -n {ns} get secret {name}-ray-token -o jsonpath='{{.data.auth_token}}' | base64 -d"
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_stack_outputs_tell_how_to_reach_the_dashboard(stack: str) -> None:
+    """Written out by hand: KubeRay labels the head pod `ray.io/node-type=head` and names the token's
+    Secret after the RayCluster (`.status.rayClusterName`), key `auth_token`; the job's pods carry
+    `grpo-infra/job=<job>`."""
     env = env_of(stack)
+    ns, job = env.job.tenant, env.job.name
     out = record(stack, ROOT).outputs
-    assert out["dashboard"] == dashboard_command(env)
-    assert out["dashboardToken"] == dashboard_token_command(env)
+    assert out["dashboard"] == (
+        f"kubectl -n {ns} port-forward $(kubectl -n {ns} get pod -l grpo-infra/job={job},ray.io/node-type=head"
+        " -o name) 8265:8265"
+    )
+    assert out["dashboardToken"] == (
+        f"kubectl -n {ns} get secret $(kubectl -n {ns} get rayjob {job} -o jsonpath='{{.status.rayClusterName}}')"
+        " -o jsonpath='{.data.auth_token}' | base64 -d"
+    )

@@ -120,7 +120,9 @@ def test_secrets_are_pulumi_secrets_and_never_plaintext(stack: str) -> None:
     g, env = graph(stack), env_of(stack)
     assert g.plaintext_secrets == ()
     secrets = g.of_type("kubernetes:core/v1:Secret")
-    assert len(secrets) == len(env.job.secrets)
+    # One per `secure:` value, and the job's Ray token (made once by the program, kept by ignore_changes).
+    assert len(secrets) == len(env.job.secrets) + 1
+    assert f"{env.job.name}-ray-token" in {s.inputs["metadata"]["name"] for s in secrets}
     for secret in secrets:
         assert secret.inputs["stringData"] == SECRET
         assert secret.inputs["metadata"]["namespace"] == env.job.tenant
@@ -135,3 +137,45 @@ def test_stack_outputs(stack: str) -> None:
     assert out["rayJob"] == f"{env.job.tenant}/{env.job.name}"
     assert out["dashboard"].startswith(f"kubectl -n {env.job.tenant} port-forward ")
     assert "8265:8265" in out["dashboard"]
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_the_rayjob_waits_for_its_ray_token_secret(stack: str) -> None:
+    g, env = graph(stack), env_of(stack)
+    token = next(
+        s for s in g.of_type("kubernetes:core/v1:Secret") if s.inputs["metadata"]["name"] == f"{env.job.name}-ray-token"
+    )
+    assert token.inputs["stringData"] == SECRET
+    job = next(r for r in g.resources if r.type == "kubernetes:ray.io/v1:RayJob")
+    # KubeRay reads the Secret when it creates the Ray pods; created first, deleted after the RayJob.
+    assert token.urn in job.dependencies
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_the_rayjob_waits_for_its_network_policy(stack: str) -> None:
+    """The Ray pods never start unfenced: the policy exists before the RayJob, and outlives it on destroy."""
+    g, env = graph(stack), env_of(stack)
+    policy = g.named("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{env.job.tenant}-{env.job.name}-ray")
+    assert policy.urn in g.upstream(_rayjob(g, stack).urn)
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_destroy_removes_the_operators_before_the_node_pools(stack: str) -> None:
+    """docs/kubernetes.md: `pulumi destroy` deletes the RayJob and queues, then the operators, then the pools.
+
+    Destroy deletes a resource only after everything that depends on it: each operator's release must
+    depend (transitively) on every resource that makes the pools' nodes.
+    """
+    g = graph(stack)
+    pool_resources = [
+        c.urn
+        for r in g.resources
+        if r.type.startswith("grpo-infra:nodepools:")
+        for c in g.descendants(r.urn)
+        if c.custom
+    ]
+    assert pool_resources
+    for release in ("kueue", "kuberay-operator"):
+        upstream = g.upstream(g.named(RELEASE, release).urn)
+        missing = [u for u in pool_resources if u not in upstream]
+        assert not missing, f"{release} can be destroyed after {missing[0]}"

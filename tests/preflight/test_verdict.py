@@ -21,7 +21,7 @@ def test_documented_defaults() -> None:
     assert default_expected_busbw("efa", 8, 2) == 300.0
     assert default_expected_busbw("none", 8, 2) is None
     assert default_expected_busbw("infiniband", 8, 1) is None  # one node never touches the fabric
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fabric kind 'ethernet' is not one of infiniband, roce, efa, none"):
         default_expected_busbw("ethernet", 8, 2)
 
 
@@ -51,16 +51,19 @@ def test_one_rank_on_sockets_fails_even_without_bandwidth_figures() -> None:
 
 def test_wrong_fabric_kind_fails() -> None:
     verdict = fabric_verdict(_reports("roce_2x8_ok.log"), "infiniband", 8, 2)
+    assert not verdict.passed
     assert any("roce" in r and "infiniband" in r for r in verdict.reasons)
 
 
 def test_tampered_output_fails() -> None:
     verdict = fabric_verdict(_reports("ib_tampered_busbw.txt"), "infiniband", 8, 2)
     assert not verdict.passed
+    assert any("does not match" in r for r in verdict.reasons), verdict.reasons
 
 
 def test_run_on_fewer_gpus_than_the_pool_fails() -> None:
     verdict = fabric_verdict(_reports("ib_ndr_2x8_h100_all_reduce.txt"), "infiniband", 8, 4)
+    assert not verdict.passed
     assert any("16 ranks" in r and "32 GPUs" in r for r in verdict.reasons)
 
 

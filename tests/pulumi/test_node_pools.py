@@ -111,7 +111,7 @@ def test_existing_cluster_patches_exactly_the_named_hosts() -> None:
 
 def test_existing_cluster_gpu_operator_when_asked(variant) -> None:
     def ask(env: dict) -> None:
-        env["pools"][0]["existing"] = {"installGpuOperator": True}
+        env["pools"][0]["existing"] = {"installGpuOperator": True, "installRdmaDevicePlugin": True}
 
     graph = record("onprem-k8s", variant("onprem-k8s", ask))
     operator = pool_releases(graph)["gpu-operator"]
@@ -119,7 +119,10 @@ def test_existing_cluster_gpu_operator_when_asked(variant) -> None:
     toleration = {"key": "grpo-infra/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}
     assert operator["values"]["daemonsets"]["tolerations"] == [toleration]
     assert operator["values"]["node-feature-discovery"]["worker"]["tolerations"] == [toleration]
-    assert operator["values"]["driver"] == {"enabled": False}
+    assert operator["values"]["driver"]["enabled"] is False
+    # Every DaemonSet it runs on a GPU node has a stated request, subtracted from the worker's room.
+    for key in ("toolkit", "devicePlugin", "dcgmExporter", "gfd", "validator", "nodeStatusExporter"):
+        assert set(operator["values"][key]["resources"]["requests"]) == {"cpu", "memory"}
 
 
 @pytest.mark.parametrize("stack", ["eks-prod", "gke-dev", "onprem-k8s"])
@@ -157,3 +160,36 @@ def test_variant_root_is_independent(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match="no such stack"):
         record("onprem-k8s", tmp_path)
+
+
+def test_eks_program_launches_the_capacity_block_and_a_head_node_group() -> None:
+    graph = shipped_graph("eks-prod")
+    assert graph.named(NODE_GROUP, "h100-efa").inputs["capacityType"] == "CAPACITY_BLOCK"
+    market = graph.named(LAUNCH_TEMPLATE, "h100-efa").inputs["instanceMarketOptions"]
+    assert market == {"marketType": "capacity-block"}
+    head = graph.named(NODE_GROUP, "ray-head").inputs
+    assert (head["instanceTypes"], head["amiType"], head["labels"]) == (
+        ["m7i.8xlarge"],
+        "AL2023_x86_64_STANDARD",
+        {"grpo-infra/pool": "ray-head"},
+    )
+    assert head.get("taints", []) == []
+
+
+def test_gke_program_creates_a_head_pool_and_keeps_upgrades_off() -> None:
+    graph = shipped_graph("gke-dev")
+    gpu = graph.named("gcp:container/nodePool:NodePool", "a3-h100").inputs
+    assert gpu["management"] == {"autoUpgrade": False, "autoRepair": True}
+    head = graph.named("gcp:container/nodePool:NodePool", "ray-head").inputs
+    assert head["nodeConfig"]["machineType"] == "n2-standard-16"
+
+
+def test_onprem_program_installs_the_rdma_plugin_before_the_job() -> None:
+    graph = shipped_graph("onprem-k8s")
+    daemonset = graph.named("kubernetes:apps/v1:DaemonSet", "rdma-shared-device-plugin")
+    container = daemonset.inputs["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
+    job = next(r for r in graph.resources if r.type == "kubernetes:ray.io/v1:RayJob")
+    # The job waits for the node pools, the RDMA plugin among them.
+    plugin = next(r for r in graph.resources if r.type == "grpo-infra:nodepools:RdmaDevicePlugin")
+    assert plugin.urn in graph.upstream(job.urn, through_parents=True)

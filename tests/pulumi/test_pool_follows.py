@@ -67,9 +67,10 @@ def test_larger_nodes_raise_the_cluster_queue_quota(variant) -> None:
     after = objects(load_stack("onprem-k8s", variant("onprem-k8s", bigger)).environment)
     queue = {q["metadata"]["name"]: q for q in kind(before, "ClusterQueue")}["grpo-rl-team"]
     grown = {q["metadata"]["name"]: q for q in kind(after, "ClusterQueue")}["grpo-rl-team"]
-    # rl-team holds 24 GPUs = 3 nodes' share; each node keeps 8 CPUs back (nodeReserve).
-    assert quota(queue, "h100-roce", "cpu") == str(3 * (128 - 8))
-    assert quota(grown, "h100-roce", "cpu") == str(3 * (256 - 8))
+    # rl-team holds 24 GPUs = 3 nodes' share; each node keeps 8 CPUs back (nodeReserve) and 50m for
+    # the RDMA device plugin the stack installs: 3 × 119.95 = 359.85 CPUs.
+    assert quota(queue, "h100-roce", "cpu") == "359850m"
+    assert quota(grown, "h100-roce", "cpu") == "743850m"
 
 
 def test_a_smaller_eks_pool_shrinks_node_group_gang_and_quota(variant) -> None:

@@ -26,6 +26,11 @@ DATA = Path(__file__).parents[1] / "preflight" / "data"
 VENV_BIN = str(Path(sys.executable).parent)
 
 
+def _code(script: str) -> str:
+    """The script without its comment lines: a search must match what bash runs, not what a comment says."""
+    return "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+
+
 def _script(env: Environment) -> str:
     return render_files(env)[SBATCH_PATH]
 
@@ -123,7 +128,7 @@ def test_nccl_gate_reports_a_crashed_or_timed_out_all_reduce_perf(tmp_path: Path
 
 def test_verdict_numbers_come_from_gate_settings_and_the_allocation() -> None:
     env = _gate({"expectedBusbwGbps": 392.5, "fraction": 0.9, "sizeMib": 256, "iterations": 7, "timeoutSeconds": 120})
-    script = _script(env)
+    script = _code(_script(env))
     settings = gate_settings(env)
     assert (settings.expected_busbw_gbps, settings.fraction) == (392.5, 0.9)
     assert (
@@ -135,7 +140,7 @@ def test_verdict_numbers_come_from_gate_settings_and_the_allocation() -> None:
 
 
 def test_binary_and_mpi_plugin_come_from_the_spec() -> None:
-    script = _script(_gate({"allReducePerf": "/opt/nccl-tests/build/all_reduce_perf", "mpi": "pmi2"}))
+    script = _code(_script(_gate({"allReducePerf": "/opt/nccl-tests/build/all_reduce_perf", "mpi": "pmi2"})))
     assert "--mpi=pmi2 " in script and " /opt/nccl-tests/build/all_reduce_perf -b " in script
     with pytest.raises(ValueError, match="allReducePerf"):
         _gate({"allReducePerf": "all_reduce_perf; rm -rf /"})

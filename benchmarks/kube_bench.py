@@ -1,0 +1,106 @@
+"""The local Kubernetes, in numbers: the binaries' cold build times and disk size, `kube up` to
+ready, `pulumi up` of local-k8s, RayJob created → admitted → RayCluster Ready, `pulumi destroy`.
+
+Build times are those recorded when each binary was built (scripts/build-kube.sh writes them to
+`built.json`); a warm rebuild is free. Not a test: `python benchmarks/kube_bench.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+from grpo_infra import engine
+from grpo_infra.kube import cluster
+from grpo_infra.kube.plan import PULUMI_TOOLS, TOOLS, Paths
+from grpo_infra.kube.versions import cache_root
+from grpo_infra.spec import load_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def du(path: Path) -> str:
+    if not path.exists():
+        return "absent"
+    return subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True).stdout.split()[0]
+
+
+def go_env(name: str) -> Path:
+    return Path(subprocess.run(["go", "env", name], capture_output=True, text=True).stdout.strip())
+
+
+def build_numbers() -> None:
+    total = 0
+    for name, tool in {**TOOLS, **PULUMI_TOOLS}.items():
+        record = tool.path.parent.parent / "built.json"
+        if record.is_file():
+            seconds = json.loads(record.read_text())["seconds"]
+            total += seconds
+            size = tool.path.stat().st_size / 2**20
+            print(f"build  {name:<28} {tool.version:<10} {seconds:>5d}s  {size:6.0f} MiB")
+        else:
+            print(f"build  {name:<28} {tool.version:<10} not built")
+    print(f"build  total (sequential sum)                   {total:>5d}s")
+    print(
+        f"disk   binaries {du(cache_root())}, Go module cache {du(go_env('GOMODCACHE'))}, "
+        f"Go build cache {du(go_env('GOCACHE'))}"
+    )
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def cluster_numbers() -> None:
+    stack = "local-k8s"
+    env = load_stack(stack, ROOT).environment
+    started = time.monotonic()
+    cluster.up(stack, env)
+    print(f"kube   up to ready (4 GPU nodes + 1 CPU node, Kueue, KubeRay)   {time.monotonic() - started:6.1f}s")
+    paths = Paths(cluster.ROOT)
+    os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "bench")
+    try:
+        st = engine.select(stack, ROOT, cluster.engine_settings(stack))
+        started = time.monotonic()
+        engine.up(st)
+        print(f"pulumi up of {stack} from nothing                          {time.monotonic() - started:6.1f}s")
+        ns, name = env.job.tenant, env.job.name
+        rc_name = ""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            job = json.loads(cluster.kubectl(paths, "get", "rayjob", name, "-n", ns, "-o", "json"))
+            rc_name = job.get("status", {}).get("rayClusterName", "")
+            if rc_name:
+                rc = json.loads(cluster.kubectl(paths, "get", "raycluster", rc_name, "-n", ns, "-o", "json"))
+                if rc.get("status", {}).get("state") == "ready":
+                    break
+            time.sleep(0.5)
+        created = stamp(job["metadata"]["creationTimestamp"])
+        workload = json.loads(cluster.kubectl(paths, "get", "workloads", "-n", ns, "-o", "json"))["items"][0]
+        admitted = next(
+            stamp(c["lastTransitionTime"]) for c in workload["status"]["conditions"] if c["type"] == "Admitted"
+        )
+        ready = next(
+            stamp(c["lastTransitionTime"])
+            for c in rc["status"].get("conditions", [])
+            if c["type"] in ("Ready", "RayClusterProvisioned") and c["status"] == "True"
+        )
+        print(
+            f"rayjob created → admitted {admitted - created:.0f}s → RayCluster ready {ready - admitted:.0f}s "
+            "(API timestamps: whole seconds)"
+        )
+        started = time.monotonic()
+        engine.destroy(st)
+        print(f"pulumi destroy of {stack}                                  {time.monotonic() - started:6.1f}s")
+    finally:
+        cluster.down()
+
+
+if __name__ == "__main__":
+    build_numbers()
+    if not [n for n, t in {**TOOLS, **PULUMI_TOOLS}.items() if not t.path.is_file()]:
+        cluster_numbers()

@@ -1,0 +1,58 @@
+"""`grpo-infra kube`: a real Kubernetes control plane on this machine, with Kueue, KubeRay and fake GPU
+nodes from a stack's pools (the Kubernetes twin of `grpo-infra sandbox`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..kube import cluster as kube
+from ..kube.plan import KubeError
+from .common import RootOption, console, fail, load
+
+app = typer.Typer(
+    help="A local Kubernetes (etcd, API server, scheduler, controller manager, Kueue, KubeRay, KWOK GPU nodes).",
+    no_args_is_help=True,
+)
+
+StackOption = Annotated[str, typer.Option("--stack", help="Stack whose pools become the fake GPU nodes.")]
+
+
+@app.command()
+def up(stack: StackOption = "local-k8s", root: RootOption = None) -> None:
+    """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
+    loaded = load(stack, root)
+    try:
+        state = kube.up(stack, loaded.environment)
+    except KubeError as exc:
+        fail(str(exc))
+    console.print(f"kube up in {state['seconds']}s: {len(state['nodes'])} nodes {' '.join(state['nodes'])}")
+    console.print('use it with: eval "$(grpo-infra kube env)"; kubectl get nodes', highlight=False)
+
+
+@app.command()
+def down() -> None:
+    """Stop every process of the local cluster and remove its files."""
+    for line in kube.down():
+        console.print(line, highlight=False)
+    console.print("kube down")
+
+
+@app.command()
+def status() -> None:
+    """The cluster's processes and its nodes as the API server sees them."""
+    try:
+        console.print(kube.status(), highlight=False, markup=False)
+    except KubeError as exc:
+        fail(str(exc), code=1)
+
+
+@app.command()
+def env() -> None:
+    """Print shell exports that point kubectl and pulumi at the local cluster (use with eval)."""
+    try:
+        text = kube.env_exports()
+    except KubeError as exc:
+        fail(str(exc), code=1)
+    typer.echo(text)

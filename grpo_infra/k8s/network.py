@@ -1,0 +1,86 @@
+"""Which network the worker pods' NCCL and Gloo sockets use, and what host networking then needs.
+
+A pod without `hostNetwork` has its own network namespace: the host's NICs (`ens1f0np0`, ...) do not
+exist in it, only `eth0` (and `net1`, ... for each Multus attachment). Pointing NCCL_SOCKET_IFNAME or
+GLOO_SOCKET_IFNAME at a host NIC there makes NCCL's bootstrap and Gloo fail before the first step.
+The RDMA devices themselves (NCCL_IB_HCA) are handed to the pod by the device plugin, not by the
+network namespace, so they keep the pool's HCA names.
+
+With `hostNetwork: true` the workers' Ray ports are bound on the host, next to whatever else runs
+there: each job takes its own port block (`grpo_infra.ports`, the same arithmetic as on Slurm).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..fabric import nccl_env
+from ..ports import BLOCK_SIZE, RayPorts, ray_ports
+from ..spec import Environment
+
+SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+# Multus reads the pod's attachments from this annotation (k8snetworkplumbingwg/multus-cni,
+# docs/how-to-use.md: "k8s.v1.cni.cncf.io/networks").
+MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+
+
+def host_networking(env: Environment) -> bool:
+    assert env.kubernetes is not None
+    return env.kubernetes.network.mode == "host"
+
+
+def socket_interfaces(env: Environment) -> list[str]:
+    """The interfaces NCCL and Gloo may use inside a worker pod."""
+    assert env.kubernetes is not None
+    inside = env.kubernetes.network.socket_interface()
+    return [inside] if inside is not None else list(env.gang.pool.fabric.interfaces)
+
+
+def worker_nccl_env(env: Environment) -> list[tuple[str, str]]:
+    """The pool's NCCL variables with the socket interfaces of the pod's network, not the host's."""
+    fabric = [(k, v) for k, v in nccl_env(env.gang.pool) if k not in SOCKET_VARIABLES]
+    names = ",".join(socket_interfaces(env))
+    if not names:
+        return fabric
+    return [*fabric, ("NCCL_SOCKET_IFNAME", "=" + names), ("GLOO_SOCKET_IFNAME", names)]
+
+
+def host_ports(env: Environment) -> RayPorts | None:
+    """The job's Ray port block on the host under host networking; None otherwise."""
+    assert env.kubernetes is not None
+    start = env.kubernetes.network.host_port_start
+    if start is None:
+        return None
+    return ray_ports(start, start + BLOCK_SIZE - 1, 0)
+
+
+def worker_ray_start_params(env: Environment) -> dict[str, str]:
+    """`ray start` options of a worker: the job's host ports under host networking, none otherwise."""
+    ports = host_ports(env)
+    if ports is None:
+        return {}
+    return {
+        "node-manager-port": str(ports.node_manager),
+        "object-manager-port": str(ports.object_manager),
+        "runtime-env-agent-port": str(ports.runtime_env_agent),
+        "dashboard-agent-grpc-port": str(ports.dashboard_agent_grpc),
+        "dashboard-agent-listen-port": str(ports.dashboard_agent_http),
+        "metrics-export-port": str(ports.metrics_export),
+        "min-worker-port": str(ports.min_worker),
+        "max-worker-port": str(ports.max_worker),
+    }
+
+
+def worker_pod_network(env: Environment) -> dict[str, Any]:
+    """Pod-spec fields of the worker's network: host networking (with the DNS policy that keeps cluster
+    names resolvable), or nothing."""
+    if not host_networking(env):
+        return {}
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"}
+
+
+def worker_annotations(env: Environment) -> dict[str, str]:
+    """The Multus attachment of a secondary network; none otherwise."""
+    assert env.kubernetes is not None
+    attachment = env.kubernetes.network.attachment
+    return {MULTUS_ANNOTATION: attachment} if attachment else {}

@@ -1,0 +1,481 @@
+"""Bring the local Kubernetes up and down: etcd, the API server, scheduler and controller manager,
+Kueue and KubeRay as processes, and KWOK faking the kubelets of a stack's GPU nodes.
+
+Every process is started with its pid recorded under the cluster's root and is found again by that
+pid file (and only if its command line names the root), so `down` (and `up`, which calls it first)
+cleans up after a crash as well as after a clean run. Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..engine import Settings
+from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
+from ..processes import pid_of, stop, wait_for
+from ..spec import Environment
+from .certs import Pki, write_pki
+from .plan import (
+    KUEUE_METRICS_CERTS,
+    LOOPBACK,
+    MANAGED_BY,
+    POD_CIDR,
+    PORTS,
+    PULUMI_TOOLS,
+    ROOT,
+    SERVICE_CIDR,
+    TOOLS,
+    KubeError,
+    Paths,
+    crds,
+    fake_nodes,
+    kubeconfig,
+    kueue_config,
+    kwok_stages,
+    require_tools,
+    server_url,
+    webhook_configurations,
+)
+
+# Start order; `down` stops in reverse so controllers go before the API server they talk to.
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kueue",
+    "ray-operator",
+)
+
+
+def tool(name: str) -> str:
+    return str({**TOOLS, **PULUMI_TOOLS}[name].path)
+
+
+def run_kubectl(
+    paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """kubectl against the local cluster; a failure is a KubeError with kubectl's own message."""
+    proc = subprocess.run(
+        [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise KubeError(f"kubectl {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def kubectl(paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    return run_kubectl(paths, *args, stdin=stdin, check=check, timeout=timeout).stdout
+
+
+def apply(paths: Paths, objects: Sequence[dict[str, Any]], validate: str = "strict") -> list[str]:
+    """Server-side apply, as Pulumi's provider does: the API server validates against the real
+    schemas. `validate="warn"` accepts fields a schema lacks (dropping them) and returns the API
+    server's warnings; `strict` refuses them."""
+    text = yaml.safe_dump_all(list(objects), sort_keys=False)
+    proc = run_kubectl(
+        paths,
+        "apply",
+        "--server-side",
+        "--field-manager=grpo-infra-kube",
+        f"--validate={validate}",
+        "-f",
+        "-",
+        stdin=text,
+    )
+    return [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("Warning:")]
+
+
+# --------------------------------------------------------------------------------------- processes
+
+
+def _start(paths: Paths, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    paths.pidfile(name).parent.mkdir(parents=True, exist_ok=True)
+    with open(paths.logs / f"{name}.log", "ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            cwd=paths.root,
+        )
+    paths.pidfile(name).write_text(f"{proc.pid}\n")
+
+
+def _alive(paths: Paths, name: str) -> bool:
+    return pid_of(paths.pidfile(name), str(paths.root)) is not None
+
+
+def _wait(paths: Paths, name: str, ready: Callable[[], bool], timeout: float) -> None:
+    """Until `ready()`; a process that died or never got ready is named with the tail of its log."""
+
+    def check() -> bool:
+        if not _alive(paths, name):
+            raise KubeError(f"{name} exited: {_log_tail(paths, name)}")
+        return ready()
+
+    try:
+        wait_for(check, timeout, KubeError(f"{name} not ready after {timeout:.0f}s: {_log_tail(paths, name)}"))
+    except KubeError:
+        raise
+
+
+def _log_tail(paths: Paths, name: str, lines: int = 3) -> str:
+    with contextlib.suppress(OSError):
+        text = (paths.logs / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        return " | ".join(text[-lines:]) + f" (log: {paths.logs / f'{name}.log'})"
+    return f"(no log at {paths.logs / f'{name}.log'})"
+
+
+def _https_ok(url: str, pki: Pki) -> bool:
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    ctx.load_cert_chain(str(pki.crt("admin")), str(pki.key("admin")))
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _ports_free() -> None:
+    busy = [f"{name} ({port})" for name, port in PORTS.items() if _listening(port)]
+    if busy:
+        raise KubeError(f"ports in use on {LOOPBACK}: {', '.join(busy)}; is another local cluster up?")
+
+
+# ---------------------------------------------------------------------------------------------- up
+
+
+def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120) -> dict[str, Any]:
+    """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve."""
+    if env.target != "kubernetes":
+        raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
+    require_tools()
+    down(root)
+    _ports_free()
+    paths = Paths(root)
+    started = time.monotonic()
+    try:
+        state = _bring_up(stack, env, paths, timeout)
+    except BaseException:
+        down(root)
+        raise
+    state["seconds"] = round(time.monotonic() - started, 1)
+    paths.state.write_text(json.dumps(state, indent=2) + "\n")
+    return state
+
+
+def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float) -> dict[str, Any]:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.config("x").parent.mkdir(parents=True, exist_ok=True)
+    pki = write_pki(
+        paths.pki, ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"], [LOOPBACK, "10.96.0.1"]
+    )
+    paths.kubeconfig.write_text(kubeconfig(paths))
+    paths.kubeconfig.chmod(0o600)
+    created_outside: list[str] = []
+    state: dict[str, Any] = {"stack": stack, "created_outside_root": created_outside}
+    paths.state.write_text(json.dumps(state) + "\n")
+
+    _start_control_plane(paths, pki, timeout)
+    # Namespaces the operators and tests expect, then the CRDs (established before any CR is made).
+    apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
+    apply(paths, crds(pki.ca.read_bytes()))
+    kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
+
+    _start_kwok(paths)
+    nodes = fake_nodes(env)
+    apply(paths, nodes)
+    _start_kueue(paths, pki, env, created_outside, timeout)
+    paths.state.write_text(json.dumps(state) + "\n")
+    _start_kuberay(paths, timeout)
+    names = [n["metadata"]["name"] for n in nodes]
+    kubectl(paths, "wait", "--for=condition=Ready", *[f"node/{n}" for n in names], f"--timeout={int(timeout)}s")
+    state["nodes"] = names
+    return state
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+
+
+def _start_control_plane(paths: Paths, pki: Pki, timeout: float) -> None:
+    client = f"http://{LOOPBACK}:{PORTS['etcd-client']}"
+    _start(
+        paths,
+        "etcd",
+        [
+            tool("etcd"),
+            "--name=grpo-local",
+            f"--data-dir={paths.etcd_data}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{PORTS['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{PORTS['etcd-peer']}",
+            f"--initial-cluster=grpo-local=http://{LOOPBACK}:{PORTS['etcd-peer']}",
+            "--listen-metrics-urls=",
+            "--unsafe-no-fsync",  # a throwaway test cluster: speed over durability
+        ],
+    )
+    _wait(paths, "etcd", lambda: _http_ok(f"{client}/health"), timeout)
+    kc = str(paths.kubeconfig)
+    # Flags after controller-runtime's envtest (pkg/internal/testing/controlplane/apiserver.go) plus
+    # what real controllers need: service-account signing and RBAC.
+    _start(
+        paths,
+        "kube-apiserver",
+        [
+            tool("kube-apiserver"),
+            f"--etcd-servers={client}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={PORTS['apiserver']}",
+            f"--cert-dir={paths.pki}",
+            f"--tls-cert-file={pki.crt('apiserver')}",
+            f"--tls-private-key-file={pki.key('apiserver')}",
+            f"--client-ca-file={pki.ca}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--profiling=false",
+        ],
+    )
+    _wait(paths, "kube-apiserver", lambda: _https_ok(f"{server_url()}/readyz", pki), timeout)
+    common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}"]
+    common += ["--leader-elect=false", f"--bind-address={LOOPBACK}", "--profiling=false"]
+    _start(
+        paths,
+        "kube-controller-manager",
+        [
+            tool("kube-controller-manager"),
+            *common,
+            f"--secure-port={PORTS['controller-manager']}",
+            f"--cert-dir={paths.config('controller-manager-certs')}",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca}",
+            f"--cluster-signing-cert-file={pki.ca}",
+            f"--cluster-signing-key-file={pki.ca_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--use-service-account-credentials=false",
+        ],
+    )
+    _start(
+        paths,
+        "kube-scheduler",
+        [
+            tool("kube-scheduler"),
+            *common,
+            f"--secure-port={PORTS['scheduler']}",
+            f"--cert-dir={paths.config('scheduler-certs')}",
+        ],
+    )
+    _wait(paths, "kube-controller-manager", lambda: _listening(PORTS["controller-manager"]), timeout)
+    _wait(paths, "kube-scheduler", lambda: _listening(PORTS["scheduler"]), timeout)
+
+
+def _start_kwok(paths: Paths) -> None:
+    stages = paths.config("kwok-stages.yaml")
+    stages.write_text(kwok_stages())
+    _start(
+        paths,
+        "kwok",
+        [
+            tool("kwok"),
+            f"--kubeconfig={paths.kubeconfig}",
+            f"--config={stages}",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--cidr={POD_CIDR}",
+            f"--node-ip={LOOPBACK}",
+            f"--server-address={LOOPBACK}:{PORTS['kwok']}",
+        ],
+    )
+
+
+def _start_kueue(paths: Paths, pki: Pki, env: Environment, created_outside: list[str], timeout: float) -> None:
+    certs = paths.config("kueue-certs")
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(pki.crt("webhook"), certs / "tls.crt")
+    shutil.copyfile(pki.key("webhook"), certs / "tls.key")
+    _install_metrics_certs(pki, created_outside)
+    config = paths.config("kueue.yaml")
+    config.write_text(yaml.safe_dump(kueue_config(env, paths), sort_keys=False))
+    _start(
+        paths,
+        "kueue",
+        [
+            tool("kueue"),
+            f"--config={config}",
+            # Its on-demand visibility API server binds every interface; not needed here.
+            "--feature-gates=VisibilityOnDemand=false",
+        ],
+        env={"KUBECONFIG": str(paths.kubeconfig)},
+    )
+    _wait(paths, "kueue", lambda: _http_ok(f"http://{LOOPBACK}:{PORTS['kueue-health']}/readyz"), timeout)
+    _wait(paths, "kueue", lambda: _listening(PORTS["kueue-webhook"]), timeout)
+    manifests = (TOOLS["kueue"].path.parent.parent / "data/config/components/webhook/manifests.yaml").read_text()
+    apply(paths, webhook_configurations(manifests, pki.ca.read_bytes()))
+
+
+def _install_metrics_certs(pki: Pki, created_outside: list[str]) -> None:
+    """Kueue insists on a metrics certificate at a fixed path; put ours there unless one exists."""
+    crt, key = KUEUE_METRICS_CERTS / "tls.crt", KUEUE_METRICS_CERTS / "tls.key"
+    if crt.exists() and key.exists():
+        return
+    top = KUEUE_METRICS_CERTS
+    while not top.parent.exists():
+        top = top.parent
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise KubeError(
+            f"Kueue v0.17 reads its metrics certificate from {KUEUE_METRICS_CERTS} and cannot be told "
+            f"otherwise: create that directory writable by you (sudo install -d -o $USER {KUEUE_METRICS_CERTS})"
+        ) from None
+    if not top.exists() or top != KUEUE_METRICS_CERTS or not any(top.iterdir()):
+        created_outside.append(str(top))
+    shutil.copyfile(pki.crt("webhook"), crt)
+    shutil.copyfile(pki.key("webhook"), key)
+    if str(top) not in created_outside:
+        created_outside += [str(crt), str(key)]
+
+
+def _start_kuberay(paths: Paths, timeout: float) -> None:
+    _start(
+        paths,
+        "ray-operator",
+        [
+            tool("ray-operator"),
+            "-enable-leader-election=false",
+            f"-health-probe-bind-address={LOOPBACK}:{PORTS['kuberay-health']}",
+            "-metrics-addr=0",
+            "-log-stdout-encoder=console",
+        ],
+        env={"KUBECONFIG": str(paths.kubeconfig)},
+    )
+    _wait(paths, "ray-operator", lambda: _http_ok(f"http://{LOOPBACK}:{PORTS['kuberay-health']}/readyz"), timeout)
+
+
+# -------------------------------------------------------------------------------------------- down
+
+
+def load_state(root: Path = ROOT) -> dict[str, Any]:
+    try:
+        return json.loads(Paths(root).state.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        raise KubeError("no local cluster is up; start one with `grpo-infra kube up`") from None
+
+
+def down(root: Path = ROOT) -> list[str]:
+    """Stop every process the cluster started and remove its files; safe to run any time."""
+    paths = Paths(root)
+    done: list[str] = []
+    created: list[str] = []
+    with contextlib.suppress(KubeError):
+        created = list(load_state(root).get("created_outside_root", []))
+    for name in reversed(COMPONENTS):
+        pid = pid_of(paths.pidfile(name), str(root))
+        if pid is not None:
+            stop([pid], grace=5)
+            done.append(f"stopped {name} ({pid})")
+    for path in map(Path, created):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        done.append(f"removed {path}")
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        done.append(f"removed {root}")
+    return done
+
+
+# ------------------------------------------------------------------------------------ status / env
+
+
+def status(root: Path = ROOT) -> str:
+    """Each component's process and the nodes as the API server sees them."""
+    state = load_state(root)
+    paths = Paths(root)
+    lines = [f"local cluster of stack {state['stack']} at {server_url()} (up in {state.get('seconds', '?')}s)"]
+    for name in COMPONENTS:
+        pid = pid_of(paths.pidfile(name), str(root))
+        lines.append(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'NOT RUNNING'}")
+    lines.append(kubectl(paths, "get", "nodes", "-o", "wide", check=False).rstrip())
+    return "\n".join(lines)
+
+
+def env_exports(root: Path = ROOT) -> str:
+    """Shell lines that point kubectl and pulumi at the local cluster (for `eval`)."""
+    state = load_state(root)
+    paths = Paths(root)
+    bins = sorted({str(Path(tool(n)).parent) for n in ("kubectl", *PULUMI_TOOLS) if Path(tool(n)).is_file()})
+    return "\n".join(
+        [
+            f"export KUBECONFIG={paths.kubeconfig}",
+            f'export PATH={":".join(bins)}:"$PATH"',
+            # Pulumi offline: state in a local backend, no update check, plugins only from PATH.
+            f"export PULUMI_HOME={paths.pulumi_home}",
+            f"export PULUMI_BACKEND_URL=file://{paths.pulumi_state}",
+            "export PULUMI_SKIP_UPDATE_CHECK=true",
+            "export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true",
+            f"# local cluster of stack {state['stack']}: kubectl get nodes",
+        ]
+    )
+
+
+def engine_settings(stack: str, root: Path = ROOT) -> Settings:
+    """The Pulumi engine pointed at the local cluster: its kubeconfig, a file backend under the
+    cluster's root, and the operators the cluster already runs."""
+    load_state(root)
+    require_tools(PULUMI_TOOLS)
+    paths = Paths(root)
+    return Settings(
+        pulumi=Path(tool("pulumi")),
+        provider_dir=Path(tool("pulumi-resource-kubernetes")).parent,
+        backend_url=f"file://{paths.pulumi_state}",
+        pulumi_home=paths.pulumi_home,
+        work_dir=paths.root / "pulumi-work" / stack,
+        kubeconfig=paths.kubeconfig,
+        operators_installed=True,
+    )

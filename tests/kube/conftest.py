@@ -1,0 +1,73 @@
+"""Fixtures of the tests on the local Kubernetes: one cluster per module, torn down after it.
+
+Tests marked `cluster` need the binaries of scripts/build-kube.sh: without them they skip on a
+developer's machine and fail under CI (tests/conftest.py `unavailable`). One local cluster per
+machine: every use holds /tmp/grpo-kube.lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_infra.kube import cluster
+from grpo_infra.kube.plan import PULUMI_TOOLS, Paths, missing_tools
+from grpo_infra.spec import Environment, load_stack
+from tests.conftest import unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK = Path("/tmp/grpo-kube.lock")
+
+
+def require_binaries(tools: dict | None = None) -> None:
+    missing = missing_tools() if tools is None else missing_tools(tools)
+    if missing:
+        unavailable(f"local Kubernetes binaries not built ({' '.join(missing)}): run scripts/build-kube.sh")
+
+
+def local_k8s() -> Environment:
+    return load_stack("local-k8s", ROOT).environment
+
+
+def with_changes(env: Environment, change: Callable[[dict[str, Any]], None]) -> Environment:
+    """The environment after `change` edits its stack-file form (camelCase keys)."""
+    data = env.model_dump(by_alias=True, exclude_none=True, mode="json")
+    change(data)
+    return Environment.model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[Paths]:
+    """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
+    require_binaries()
+    LOCK.touch(exist_ok=True)
+    with LOCK.open() as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            cluster.up("local-k8s", local_k8s())
+            yield Paths(cluster.ROOT)
+        finally:
+            cluster.down()
+
+
+def get(paths: Paths, *args: str) -> dict[str, Any]:
+    return json.loads(cluster.kubectl(paths, "get", *args, "-o", "json"))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout:.0f}s: {what}")
+
+
+__all__ = ["PULUMI_TOOLS", "get", "local_k8s", "require_binaries", "wait_until", "with_changes"]

@@ -1,0 +1,145 @@
+"""The stack's rendered objects on a real API server with Kueue and KubeRay running: accepted by the
+real CRDs, the gang admitted whole or not at all, the RayCluster made and Ready on the pool's nodes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from grpo_infra import k8s as render
+from grpo_infra.k8s.queues import cluster_queue_name
+from grpo_infra.kube import cluster
+from grpo_infra.kube.plan import Paths
+
+from .conftest import get, local_k8s, wait_until, with_changes
+
+pytestmark = pytest.mark.cluster
+
+
+def apply_stack(paths: Paths, objects: list[dict[str, Any]]) -> None:
+    """Applied as Pulumi applies them; every field must be one the local CRDs know, except
+    `authOptions`, which KubeRay's CRDs gained after v1.5.0 (the local build; production runs 1.7.0)."""
+    warnings = cluster.apply(paths, objects, validate="warn")
+    assert all('unknown field "spec.rayClusterSpec.authOptions"' in w for w in warnings), warnings
+
+
+def delete_stack(paths: Paths, objects: list[dict[str, Any]]) -> None:
+    """Dependents first (the RayJob while KubeRay and Kueue run), namespaces last."""
+    for obj in reversed(objects):
+        meta = obj["metadata"]
+        ns = [f"--namespace={meta['namespace']}"] if meta.get("namespace") else []
+        kind = f"{obj['kind'].lower()}.{obj['apiVersion'].split('/')[0]}" if "/" in obj["apiVersion"] else obj["kind"]
+        cluster.kubectl(paths, "delete", kind, meta["name"], *ns, "--ignore-not-found", "--timeout=90s", timeout=120)
+
+
+def ray_job(paths: Paths, env) -> dict[str, Any]:
+    return get(paths, "rayjob", env.job.name, "-n", env.job.tenant)
+
+
+def pods(paths: Paths, namespace: str) -> list[dict[str, Any]]:
+    return get(paths, "pods", "-n", namespace)["items"]
+
+
+def test_the_gang_is_admitted_whole_and_its_raycluster_becomes_ready_on_the_pools_nodes(kube: Paths) -> None:
+    env = local_k8s()
+    objects = render.objects(env)
+    apply_stack(kube, objects)  # every object accepted by the real API server and CRDs (strict fields)
+    try:
+        wait_until(lambda: (j := ray_job(kube, env))["spec"].get("suspend") is False and j, 60, "admitted")
+        workloads = get(kube, "workloads", "-n", env.job.tenant)["items"]
+        assert len(workloads) == 1
+        admission = workloads[0]["status"]["admission"]
+        assert admission["clusterQueue"] == cluster_queue_name(env.tenants[0])
+        name = wait_until(lambda: ray_job(kube, env).get("status", {}).get("rayClusterName"), 60, "RayCluster")
+        rc = wait_until(
+            lambda: (
+                (c := get(kube, "raycluster", name, "-n", env.job.tenant)).get("status", {}).get("state") == "ready"
+                and c
+            ),
+            90,
+            "RayCluster ready",
+        )
+        assert rc["status"]["readyWorkerReplicas"] == 3
+        workers = [p for p in pods(kube, env.job.tenant) if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+        assert len(workers) == 3
+        # One whole node each, on the pool's nodes only (label, taint tolerated), all Running and Ready.
+        assert sorted(p["spec"]["nodeName"] for p in workers) == sorted(set(p["spec"]["nodeName"] for p in workers))
+        assert all(p["spec"]["nodeName"].startswith("local-gpu-") for p in workers)
+        for p in workers:
+            assert {"key": "grpo-infra/gpu", "operator": "Equal", "value": "sim", "effect": "NoSchedule"} in p["spec"][
+                "tolerations"
+            ]
+            assert p["status"]["phase"] == "Running" and p["status"].get("podIP")
+        head = [p for p in pods(kube, env.job.tenant) if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
+        assert [p["spec"]["nodeName"] for p in head] == ["grpo-cpu-0"]
+    finally:
+        delete_stack(kube, objects)
+
+
+def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kube: Paths) -> None:
+    def short(data: dict[str, Any]) -> None:
+        data["tenants"][0]["gpuQuota"] = 16  # two of the three 8-GPU nodes the gang needs
+
+    env = with_changes(local_k8s(), short)
+    objects = render.objects(env)
+    apply_stack(kube, objects)
+    try:
+        wait_until(lambda: next(iter(get(kube, "workloads", "-n", env.job.tenant)["items"]), None), 30, "a Workload")
+        conditions = {c["type"]: c for c in wait_until(lambda: workload_conditions(kube, env), 30, "conditions")}
+        assert conditions["QuotaReserved"]["status"] == "False"
+        assert ray_job(kube, env)["spec"]["suspend"] is True
+        assert "rayClusterName" not in ray_job(kube, env).get("status", {})
+        assert pods(kube, env.job.tenant) == []
+        # Raising the quota in the stack and applying it again admits the same gang, whole.
+        apply_stack(kube, [o for o in render.objects(local_k8s()) if o["kind"] == "ClusterQueue"])
+        wait_until(lambda: ray_job(kube, env)["spec"].get("suspend") is False, 60, "admitted after the raise")
+    finally:
+        delete_stack(kube, objects)
+
+
+def workload_conditions(paths: Paths, env) -> list[dict[str, Any]]:
+    items = get(paths, "workloads", "-n", env.job.tenant)["items"]
+    return items[0].get("status", {}).get("conditions", []) if items else []
+
+
+def gang(env, name: str, priority: str) -> dict[str, Any]:
+    """The stack's RayJob under another name and WorkloadPriorityClass (same queue, same size)."""
+    job = copy.deepcopy(render.ray_job(env))
+    job["metadata"]["name"] = name
+    job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+    return job
+
+
+def test_a_high_priority_gang_preempts_a_low_one_whole(kube: Paths) -> None:
+    """The queues allow preemption within a ClusterQueue by lower priority (queues.py
+    `withinClusterQueue: LowerPriority`): the low gang is evicted whole, the high one admitted."""
+    env = local_k8s()
+    base = [o for o in render.objects(env) if o["kind"] != "RayJob"]
+    apply_stack(kube, base)
+    low, high = gang(env, "gang-low", "grpo-low"), gang(env, "gang-high", "grpo-high")
+    try:
+        apply_stack(kube, [low])
+        wait_until(lambda: worker_pods(kube, env, "gang-low") == 3, 90, "the low gang's 3 workers")
+        apply_stack(kube, [high])
+        wait_until(
+            lambda: get(kube, "rayjob", "gang-high", "-n", env.job.tenant)["spec"].get("suspend") is False,
+            90,
+            "high admitted",
+        )
+        wait_until(lambda: worker_pods(kube, env, "gang-low") == 0, 90, "none of the low gang's pods left")
+        assert get(kube, "rayjob", "gang-low", "-n", env.job.tenant)["spec"]["suspend"] is True
+        wait_until(lambda: worker_pods(kube, env, "gang-high") == 3, 90, "the high gang's 3 workers")
+    finally:
+        delete_stack(kube, [*base, low, high])
+
+
+def worker_pods(paths: Paths, env, job: str) -> int:
+    return sum(
+        1
+        for p in pods(paths, env.job.tenant)
+        if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
+        and p["metadata"]["labels"].get("ray.io/cluster", "").startswith(job)
+        and not p["metadata"].get("deletionTimestamp")
+    )

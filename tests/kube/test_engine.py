@@ -1,0 +1,124 @@
+"""The real Pulumi engine (CLI, Kubernetes provider, Automation API inline program) on the local
+cluster: preview, up, a reviewed change, destroy and up again, and an infeasible stack refused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_infra import engine, synth
+from grpo_infra.check import violations
+from grpo_infra.kube import cluster
+from grpo_infra.kube.plan import PULUMI_TOOLS, Paths
+from grpo_infra.spec import load_stack
+
+from .conftest import ROOT, get, require_binaries, wait_until
+
+pytestmark = pytest.mark.cluster
+# What the stack labels as its own (grpo_infra/k8s/namespaces.py MANAGED_BY).
+OURS = "app.kubernetes.io/managed-by=grpo-infra"
+KINDS = "namespaces,serviceaccounts,roles,rolebindings,networkpolicies,configmaps,rayjobs,rayclusters,pods"
+CLUSTER_KINDS = "clusterqueues,resourceflavors,workloadpriorityclasses"
+# Seconds `pulumi destroy` of local-k8s may take: finalizers run (KubeRay, Kueue, namespaces).
+DESTROY_BOUND = 180
+
+
+@pytest.fixture(scope="module", autouse=True)
+def passphrase() -> None:
+    os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "local-test-passphrase")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the project's stack files, so a test can edit one as a user would."""
+    require_binaries(PULUMI_TOOLS)
+    root = tmp_path_factory.mktemp("project")
+    shutil.copytree(ROOT / "stacks", root / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    return root
+
+
+def edit_stack(project: Path, old: str, new: str) -> None:
+    path = project / "stacks" / "Pulumi.local-k8s.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def ours_left(paths: Paths) -> list[str]:
+    items = get(paths, KINDS, "-A", "-l", OURS)["items"] + get(paths, CLUSTER_KINDS, "-l", OURS)["items"]
+    return [f"{i['kind']}/{i['metadata'].get('namespace', '')}/{i['metadata']['name']}" for i in items]
+
+
+def test_an_infeasible_stack_is_refused_with_checks_message_and_creates_nothing(kube: Paths, project: Path) -> None:
+    edit_stack(project, "gpuQuota: 24}", "gpuQuota: 16}")
+    try:
+        env = load_stack("local-k8s", project).environment
+        expected = [v.line() for v in violations(env)]
+        stack = engine.select("local-k8s", project, cluster.engine_settings("local-k8s"))
+        with pytest.raises(engine.EngineError) as caught:
+            engine.up(stack)
+        assert "the gang is infeasible; nothing applied" in str(caught.value)
+        assert expected and all(line[:60] in str(caught.value) for line in expected)
+        assert ours_left(kube) == []
+    finally:
+        edit_stack(project, "gpuQuota: 16}", "gpuQuota: 24}")
+
+
+def test_up_review_destroy_and_up_again(kube: Paths, project: Path) -> None:
+    settings = cluster.engine_settings("local-k8s")
+    stack = engine.select("local-k8s", project, settings)
+    env = load_stack("local-k8s", project).environment
+
+    plan = engine.preview(stack)
+    assert plan.change_summary.get("create", 0) > 10
+    started = time.monotonic()
+    engine.up(stack)
+    print(f"pulumi up of local-k8s: {time.monotonic() - started:.1f}s")
+    assert get(kube, "clusterqueue", "grpo-rl-team")["spec"]["resourceGroups"]
+    assert get(kube, "localqueue", "rl-team", "-n", "rl-team")["spec"]["clusterQueue"] == "grpo-rl-team"
+    assert get(kube, "rolebinding", "-n", "rl-team")["items"]
+    # The pool's nodes carry the stack's labels and taints (its NodePatches), and Kueue admits the gang.
+    node = get(kube, "node", "local-gpu-2")
+    assert node["metadata"]["labels"]["grpo-infra/pool"] == "sim-gpu"
+    wait_until(lambda: get(kube, "rayjob", env.job.name, "-n", "rl-team")["spec"].get("suspend") is False, 60, "admit")
+
+    # Review: with nothing changed, nothing to do; one tenant's quota changed, exactly its ClusterQueue.
+    assert set(engine.preview(stack).change_summary) == {"same"}
+    before = synth.render(env)
+    edit_stack(
+        project, "{name: eval-team, queue: eval-team, gpuQuota: 8}", "{name: eval-team, queue: eval-team, gpuQuota: 16}"
+    )
+    try:
+        stack = engine.select("local-k8s", project, settings)
+        lines: list[str] = []
+        result = engine.preview(stack, on_output=lines.append)
+        assert result.change_summary.get("update") == 1, result.change_summary
+        assert any("grpo-eval-team" in line for line in lines)
+        after = synth.render(load_stack("local-k8s", project).environment)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        assert changed == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
+    finally:
+        edit_stack(
+            project,
+            "{name: eval-team, queue: eval-team, gpuQuota: 16}",
+            "{name: eval-team, queue: eval-team, gpuQuota: 8}",
+        )
+    stack = engine.select("local-k8s", project, settings)
+
+    started = time.monotonic()
+    engine.destroy(stack)
+    took = time.monotonic() - started
+    print(f"pulumi destroy of local-k8s: {took:.1f}s")
+    assert took < DESTROY_BOUND
+    assert ours_left(kube) == []
+
+    # Reproducible: the same stack goes up again on the same cluster.
+    engine.up(stack)
+    wait_until(lambda: get(kube, "rayjob", env.job.name, "-n", "rl-team")["spec"].get("suspend") is False, 60, "admit")
+    engine.destroy(stack)
+    assert ours_left(kube) == []
