@@ -30,9 +30,10 @@ def violations(env: Environment) -> list[Violation]:
 
 
 def warnings(env: Environment) -> list[Violation]:
-    """What may be wrong but the project cannot see from the stack file alone; never refuses a stack."""
+    """What `check` cannot prove wrong but the stack does not show right; printed, never refused."""
     if env.target == "slurm":
         from .paths import slurm_path_warnings
+        from .slurm_rules import slurm_warnings
 
-        return slurm_path_warnings(env)
+        return [*slurm_path_warnings(env), *slurm_warnings(env)]
     return []
