@@ -30,7 +30,7 @@ def violations(env: Environment) -> list[Violation]:
 
 
 def warnings(env: Environment) -> list[Violation]:
-    """What `check` cannot prove wrong but the stack does not show right; printed, never refused."""
+    """What may be wrong but the project cannot see from the stack file alone; never refuses a stack."""
     if env.target == "slurm":
         from .paths import slurm_path_warnings
         from .slurm_rules import slurm_warnings

@@ -22,9 +22,9 @@ def slurm_violations(env: Environment) -> list[Violation]:
 
 def slurm_warnings(env: Environment) -> list[Violation]:
     """What may still be wrong but `check` cannot know: a quota on the QOS every association uses by
-    default, a quota with no slurmdbd to enforce it. (Shared paths: `paths.slurm_path_warnings`.)"""
+    default, or no quota at all (the job's paths: check/paths.py, one rule for both targets)."""
     assert env.slurm is not None
-    return [*_default_qos(env), *_unenforced_quota(env)]
+    return [*_missing_layouts(env), *_default_qos(env), *_unenforced_quota(env)]
 
 
 def _unenforced_quota(env: Environment) -> list[Violation]:
@@ -152,18 +152,25 @@ def _node_layouts(env: Environment) -> list[Violation]:
                     f"{pool.memory_gib * 1024} MiB for jobs",
                 )
             )
-    described = {n.pool for n in slurm.node_layouts}
-    for i, pool in enumerate(env.pools):
-        if pool.name not in described:
-            out.append(
-                Violation(
-                    "slurm-node-layout",
-                    f"{SLURM}.nodeLayouts",
-                    f"pool {pool.name} (pools[{i}]) has no layout: give Sockets, CoresPerSocket and ThreadsPerCore "
-                    "as `slurmd -C` prints them on one of its nodes",
-                )
-            )
     return out
+
+
+def _missing_layouts(env: Environment) -> list[Violation]:
+    """Without a layout Slurm takes each CPU for a one-core socket: jobs run, but tasks are bound
+    without regard to the real sockets, and slurmctld logs that the node differs from its hardware."""
+    slurm = env.slurm
+    assert slurm is not None
+    described = {n.pool for n in slurm.node_layouts}
+    return [
+        Violation(
+            "slurm-node-layout-missing",
+            f"{SLURM}.nodeLayouts",
+            f"pool {pool.name} (pools[{i}]) has no layout: give Sockets, CoresPerSocket and ThreadsPerCore "
+            "as `slurmd -C` prints them on one of its nodes",
+        )
+        for i, pool in enumerate(env.pools)
+        if pool.name not in described
+    ]
 
 
 def _qos(env: Environment) -> list[Violation]:

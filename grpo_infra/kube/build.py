@@ -135,9 +135,6 @@ def groups() -> tuple[Group, ...]:
             requires={k8s: KUBERNETES, kueue: KUEUE},
             replaces_from=(k8s,),
             relative_version={"*": _staging_version(KUBERNETES)},
-            # Kueue v0.17.0 asks for ray-operator v1.6.0, which is not served; it only uses the
-            # RayJob/RayCluster API types, which v1.5.0 has.
-            extra_replaces={ray: f"{ray} {KUBERAY}"},
             binaries=(
                 Binary("kube-apiserver", KUBERNETES, f"{k8s}/cmd/kube-apiserver", k8s_flags),
                 Binary("kube-controller-manager", KUBERNETES, f"{k8s}/cmd/kube-controller-manager", k8s_flags),
@@ -236,7 +233,12 @@ def _go(args: list[str], cwd: Path, log: Path) -> subprocess.CompletedProcess[st
 
 
 def _first_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("go: errors parsing")]
+    """The line of `go`'s output that says what went wrong (not its download progress)."""
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.startswith(("go: downloading", "go: errors parsing", "# "))
+    ]
     for ln in lines:
         if "not available" in ln or "Forbidden" in ln or "404" in ln or "410" in ln:
             return ln

@@ -62,3 +62,12 @@ def test_every_cached_binary_is_keyed_by_its_version(tmp_path, monkeypatch) -> N
     names = [b.component for g in build.groups() for b in g.binaries]
     assert len(names) == len(set(names))
     assert {"etcd", "kube-apiserver", "kubectl", "kueue", "ray-operator", "kwok", "pulumi"} <= set(names)
+
+
+def test_a_compile_error_is_reported_not_the_download_progress() -> None:
+    output = (
+        "go: downloading k8s.io/autoscaler/cluster-autoscaler/apis v0.0.0-2024\n"
+        "# sigs.k8s.io/kueue/pkg/controller/jobs/rayservice\n"
+        "rayservice_controller.go:204:29: j.Spec.ManagedBy undefined\n"
+    )
+    assert build._first_error(output) == "rayservice_controller.go:204:29: j.Spec.ManagedBy undefined"

@@ -22,15 +22,17 @@ from typing import Any
 import pytest
 
 from grpo_infra.slurmgen import ACCOUNTING_PATH, SBATCH_PATH, render_files
+from tests.conftest import unavailable
 from tests.slurm.variants import variant
 
 TOOLS = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "slurmctld", "slurmd", "munged", "sacctmgr", "sbatch")
 QUOTA = 8
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or any(shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None for t in TOOLS),
-    reason="needs root and slurmdbd, mariadb-server, slurmctld, slurmd, munge",
-)
+if os.geteuid() != 0:
+    pytest.skip("needs root (the daemons run as root)", allow_module_level=True)
+_missing = [t for t in TOOLS if shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
+if _missing:
+    unavailable(f"needs slurmdbd, mariadb-server, slurmctld, slurmd and munge (missing: {' '.join(_missing)})")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -153,6 +155,7 @@ def _cluster(tmp: Path, fragment: str, gres: str) -> Iterator[dict[str, str]]:
         )
         yield env
     finally:
+        _end_jobs(env, conf, {proc.pid for proc in procs})
         for proc in reversed(procs):
             proc.terminate()
         for proc in reversed(procs):
@@ -160,6 +163,26 @@ def _cluster(tmp: Path, fragment: str, gres: str) -> Iterator[dict[str, str]]:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _end_jobs(env: dict[str, str], conf: Path, daemons: set[int]) -> None:
+    """Cancel every job and wait for them to go; then kill whatever of this cluster's jobs is left (with
+    proctrack/linuxproc a step daemon outlives a stopped slurmd, and keeps its job's processes): every
+    process but the daemons whose environment names this cluster's slurm.conf."""
+    subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, check=False)
+    with contextlib.suppress(AssertionError):
+        _wait(
+            "the jobs to end",
+            lambda: not subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout.strip(),
+            timeout=20,
+        )
+    marker = f"SLURM_CONF={conf}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in daemons or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), 9)
 
 
 def _directive(script: str, name: str) -> str:
@@ -205,6 +228,5 @@ def test_rendered_quota_holds_a_job_over_it_pending() -> None:
             with contextlib.suppress(AssertionError):
                 _wait("the QOS limit", lambda: state(second) == "PENDING QOSGrpGRES", timeout=45)
             assert state(second) == "PENDING QOSGrpGRES"
-            subprocess.run(["scancel", first, second], env=slurm_env, check=False)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -95,7 +95,8 @@ def test_node_addresses_are_resolved_on_the_host() -> None:
     # The program each node runs inside the image has no way to resolve: it only looks its address up.
     node_program = next(line for line in script.splitlines() if line.startswith("node_program="))
     assert "resolve_address" not in node_program and "node_address" in node_program
-    assert "ip -4" not in _function(script, "start_ray_node")
+    start = _function(script, "start_ray_node")
+    assert "ip -4" not in start and "resolve_address" not in start and 'node_address "$node"' in start
     prepare = next(line for line in script.splitlines() if line.startswith("prepare_program="))
     assert "resolve_address" in prepare and "prepare_node" in prepare
 

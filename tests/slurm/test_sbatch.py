@@ -140,7 +140,7 @@ def test_ray_is_job_private_and_bound_to_the_chosen_address() -> None:
     assert '--temp-dir="$temp_dir"' in script and 'temp_dir="$GRPO_RAY_TMP_ROOT/$node"' in script
     assert '--num-cpus="$cpus" --num-gpus="$gpus"' in script
     assert "export RAY_USAGE_STATS_ENABLED=0" in script
-    assert "trap stop_job_ray EXIT" in script and "trap on_time_limit USR1" in script
+    assert "trap finish EXIT" in script and "stop_job_ray\n" in script and "trap on_time_limit USR1" in script
     assert "scontrol show hostnames" in script
     assert "GRPO_RAY_INTERFACE=eth0" in script
 
