@@ -110,11 +110,23 @@ def _block(script: str, name: str) -> str:
     return "\n".join(lines[lines.index(f"# --- {name} ---") + 1 : lines.index(f"# --- end {name} ---")])
 
 
+def _line_starts(script: str, word: str) -> list[int]:
+    """Offsets of the lines that begin with `word`."""
+    offsets, at = [], 0
+    for line in script.splitlines(keepends=True):
+        if line.startswith(word):
+            offsets.append(at)
+        at += len(line)
+    return offsets
+
+
 def test_sbatch_guard_runs_before_the_gate_and_ray() -> None:
     for name in ("onprem-slurm", "local-slurm"):
         script = render_files(stack(name))[SBATCH_PATH]
         guard = script.index("# --- image guard ---")
-        assert guard < script.index("\nrun_fabric_gate\n") and guard < script.index('ray_step 1 "$GRPO_RAY_HEAD_NODE"')
+        # The first call of ray_step (its definition reads `ray_step() {`) starts Ray.
+        ray_start = next(i for i in _line_starts(script, "ray_step") if not script.startswith("ray_step()", i))
+        assert guard < script.index("\nrun_fabric_gate\n") and guard < ray_start
 
 
 def _run_guard_block(env: Environment, entrypoint: str = "") -> subprocess.CompletedProcess[str]:
