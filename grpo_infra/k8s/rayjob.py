@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import debug
+from ..image import image_reference, ray_version
+from ..image.pods import image_guard_container
 from ..spec import Environment
 from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
@@ -61,8 +63,9 @@ def ray_job(env: Environment) -> dict[str, Any]:
     spec["backoffLimit"] = settings.backoff_limit
     spec["submitterPodTemplate"] = _submitter_template(env)
     spec["rayClusterSpec"] = {
-        # KubeRay reads the image's Ray release (token authentication needs >= 2.52.0).
-        "rayVersion": settings.ray_version,
+        # The image's declared Ray: KubeRay v1.7.0 picks probes by it (HTTP /api/healthz from 2.53.0,
+        # controllers/ray/common/pod.go:721-730) and accepts token auth from 2.52.0 (utils/validation.go:284-298).
+        "rayVersion": ray_version(env),
         **ray_auth_options(env),
         "enableInTreeAutoscaling": False,
         "headGroupSpec": _head_group(env),
@@ -80,7 +83,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
     cpu, memory = cpu_quantity(head_cpu_milli(env)), memory_quantity(head_memory_mi(env))
     container = {
         "name": "ray-head",
-        "image": env.job.image,
+        "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
         "env": _env(env, gpu=False),
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
@@ -112,7 +115,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     resources = share.resources()
     container: dict[str, Any] = {
         "name": "ray-worker",
-        "image": env.job.image,
+        "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
         "env": _env(env, gpu=True),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
@@ -155,7 +158,7 @@ def _submitter_template(env: Environment) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "ray-job-submitter",
-                    "image": env.job.image,
+                    "image": image_reference(env),
                     "imagePullPolicy": "IfNotPresent",
                     "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
                 }
@@ -168,6 +171,7 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> di
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
+        "initContainers": [image_guard_container(env)],
         "containers": [container],
         "volumes": _volumes(env, memory_mi),
     }

@@ -81,8 +81,9 @@ class Batch(SpecModel):
 class Rollout(SpecModel):
     """GRPO rollouts: engine, parallelism, group size."""
 
-    engine: Literal["vllm", "sglang"]
-    """Rollout engine (`actor_rollout_ref.rollout.name`)."""
+    engine: Literal["vllm", "sglang"] | None = Field(
+        default=None, description="Rollout engine (`actor_rollout_ref.rollout.name`); the image's engine when omitted."
+    )
     tensor_parallel: PositiveInt
     """Rollout tensor-parallel size; divides the GPUs of a node."""
     group_size: Annotated[int, Field(ge=2)] = Field(
@@ -213,8 +214,6 @@ class Job(SpecModel):
     pool: str
     """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
-    image: Annotated[str, StringConstraints(min_length=1, pattern=r"^\S+$")]
-    """The verl container image."""
     model_path: Annotated[str, StringConstraints(min_length=1)]
     """`actor_rollout_ref.model.path`."""
     data: Data

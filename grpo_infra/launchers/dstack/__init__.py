@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...image import image_reference
 from ...ports import ray_ports
 from ...spec import Environment
 from ..common import cloud_node_script, dump_yaml, gate_package_files, job_environment
@@ -44,10 +45,12 @@ def task(env: Environment) -> dict[str, Any]:
         "type": "task",
         "name": env.job.name,
         "nodes": env.gang.nodes,
-        "image": env.job.image,
         "shell": "bash",
         "env": [*plain, *secrets],
     }
+    reference = image_reference(env)
+    if reference is not None:  # None: the stack's image is the hosts' own environment
+        document["image"] = reference
     if env.job.preflight.nccl.enabled:
         document["files"] = [f"gate:{GATE_DIR}"]
     document["commands"] = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...image import image_reference
 from ...ports import ray_ports
 from ...spec import Environment
 from ..common import cloud_node_script, dump_yaml, gate_package_files, job_environment
@@ -36,8 +37,10 @@ def task(env: Environment) -> dict[str, Any]:
     resources: dict[str, Any] = {
         "infra": sky.infra,
         "accelerators": f"{sky.accelerator}:{gang.gpus_per_node}",
-        "image_id": f"docker:{env.job.image}",
     }
+    reference = image_reference(env)
+    if reference is not None:  # None: the stack's image is the hosts' own environment
+        resources["image_id"] = f"docker:{reference}"
     if sky.use_spot:
         resources["use_spot"] = True
     if sky.disk_size_gb is not None:
