@@ -10,11 +10,9 @@ targets already use.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 
 from .. import debug, verl
@@ -22,6 +20,7 @@ from ..fabric import nccl_env
 from ..ports import BLOCK_SIZE, block_count
 from ..preflight.gate import gate_command
 from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, port_vars, single_quoted
+from ..slurmgen.templates import shell_templates
 from ..spec import Environment
 from ..spec.slurm import PortRange
 
@@ -34,23 +33,8 @@ NODE_LOG_DIR = "$node_temp_dir/session_latest/logs"
 GATE_PACKAGE_DIR = "gate/grpo_infra"
 
 
-@cache
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-        # `${#array[@]}` is everyday bash; Jinja's default `{#` comment marker would swallow it.
-        comment_start_string="{##",
-        comment_end_string="##}",
-    )
-
-
 def render_template(name: str, **context: Any) -> str:
-    return _templates().get_template(name).render(**context)
+    return shell_templates(TEMPLATES).get_template(name).render(**context)
 
 
 def job_environment(env: Environment, interface: str | None) -> list[tuple[str, str]]:
