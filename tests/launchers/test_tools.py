@@ -49,7 +49,8 @@ def rendered(stack: str, where: Path) -> Path:
     return where / stack
 
 
-IMAGE = "verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2"
+# gke-dev's image section, written out: SkyPilot pulls the built image, not a stock one.
+IMAGE = "us-docker.pkg.dev/ml-dev-project/grpo/verl:0.9.1-vllm0.24.0-ray2.60.0"
 
 
 def test_skypilot_accepts_the_gke_dev_task(tmp_path: Path) -> None:
