@@ -146,7 +146,7 @@ def groups() -> tuple[Group, ...]:
                     f"{kueue}/cmd/kueue",
                     data=(
                         (kueue, "config/components/crd/bases"),
-                        (kueue, "config/components/crd/patches"),
+                        (kueue, "config/components/crd/kustomization.yaml"),
                         (kueue, "config/components/webhook/manifests.yaml"),
                     ),
                 ),

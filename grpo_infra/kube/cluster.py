@@ -15,6 +15,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -71,14 +72,17 @@ def run_kubectl(
     paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """kubectl against the local cluster; a failure is a KubeError with kubectl's own message."""
-    proc = subprocess.run(
-        [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    # A discovery cache of its own per call: kubectl otherwise keeps the API list from before the
+    # CRDs existed (in ~/.kube/cache, shared across clusters at the same address) and refuses new kinds.
+    with tempfile.TemporaryDirectory(prefix="kubectl-cache-", dir=paths.root) as cache:
+        proc = subprocess.run(
+            [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", f"--cache-dir={cache}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     if check and proc.returncode != 0:
         raise KubeError(f"kubectl {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -453,6 +457,8 @@ def env_exports(root: Path = ROOT) -> str:
     return "\n".join(
         [
             f"export KUBECONFIG={paths.kubeconfig}",
+            # kubectl's discovery cache for this cluster only (it goes with `down`).
+            f"export KUBECACHEDIR={paths.root / 'kubectl-cache'}",
             f'export PATH={":".join(bins)}:"$PATH"',
             # Pulumi offline: state in a local backend, no update check, plugins only from PATH.
             f"export PULUMI_HOME={paths.pulumi_home}",

@@ -273,16 +273,19 @@ def webhook_configurations(manifests: str, ca_pem: bytes) -> list[dict[str, Any]
     return out
 
 
-def _conversion_kinds(patches: Path) -> set[str]:
-    """The CRDs Kueue converts with its webhook (`webhook_in_<plural>.yaml` in its kustomize patches)."""
-    return {m[1] for p in patches.glob("webhook_in_*.yaml") if (m := re.fullmatch(r"webhook_in_(.+)\.yaml", p.name))}
+def conversion_kinds(kustomization: str) -> set[str]:
+    """The CRDs (by plural) Kueue converts with its webhook: the `webhook_in_<plural>.yaml` patches its
+    CRD kustomization applies (config/components/crd/kustomization.yaml; not every patch file is used)."""
+    patches = (yaml.safe_load(kustomization) or {}).get("patches") or []
+    paths = [p.get("path", "") if isinstance(p, dict) else str(p) for p in patches]
+    return {m[1] for path in paths if (m := re.fullmatch(r"patches/webhook_in_(.+)\.yaml", path))}
 
 
 def crds(ca_pem: bytes) -> list[dict[str, Any]]:
     """Kueue's and KubeRay's CRDs from the modules the controllers are built from; Kueue's
     multi-version kinds convert through its webhook on 127.0.0.1."""
     kueue_dir = data_dir("kueue") / "config/components/crd"
-    convert = _conversion_kinds(kueue_dir / "patches")
+    convert = conversion_kinds((kueue_dir / "kustomization.yaml").read_text())
     out = []
     for path in sorted((kueue_dir / "bases").glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
