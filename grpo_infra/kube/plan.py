@@ -28,17 +28,22 @@ from .versions import ETCD, KUBERAY, KUBERNETES, KUEUE, KWOK, PULUMI, PULUMI_KUB
 ROOT = Path(os.environ.get("GRPO_KUBE_ROOT", f"/tmp/grpo-kube-{os.getuid()}"))
 LOOPBACK = "127.0.0.1"
 # Every port binds 127.0.0.1 only; numbers chosen away from the defaults of a real cluster's
-# components, so a kind or minikube on the same machine does not collide.
+# components, so a kind or minikube on the same machine does not collide. GRPO_KUBE_PORT_OFFSET
+# shifts them all (e.g. for a second machine user).
+_OFFSET = int(os.environ.get("GRPO_KUBE_PORT_OFFSET", "0"))
 PORTS = {
-    "etcd-client": 23790,
-    "etcd-peer": 23800,
-    "apiserver": 16443,
-    "controller-manager": 20257,
-    "scheduler": 20259,
-    "kueue-webhook": 19443,
-    "kueue-health": 18081,
-    "kuberay-health": 18082,
-    "kwok": 18090,
+    name: port + _OFFSET
+    for name, port in {
+        "etcd-client": 23790,
+        "etcd-peer": 23800,
+        "apiserver": 16443,
+        "controller-manager": 20257,
+        "scheduler": 20259,
+        "kueue-webhook": 19443,
+        "kueue-health": 18081,
+        "kuberay-health": 18082,
+        "kwok": 18090,
+    }.items()
 }
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
