@@ -1,15 +1,20 @@
-"""Gang start and exit of the rendered local-slurm sbatch on the sandbox, for N = 2 and 3 nodes.
+"""Gang start and exit of the rendered local-slurm sbatch on the sandbox, for several N, gate off and on.
 
-Prints, per N: seconds from the job's start (slurmctld's "Started JobId") to "every node and GPU
-joined, training launched" (the entrypoint's first instant), next to one `ray start --head` on this
-machine, and seconds from the training command's end to the job's COMPLETED (slurmctld's "done").
-Needs root. Not a test: `python benchmarks/sandbox_bench.py`.
+Prints, per N: the median (and range) over several jobs of the seconds from the job's start
+(slurmctld's "Started JobId") to "every node and GPU joined, training launched" (the entrypoint's
+first instant), its ratio to one `ray start --head` timed on this machine in the same run (median of
+as many), and the seconds from the training command's end to the job's COMPLETED (slurmctld's
+"done"; this includes stopping the job's Ray gracefully on every node). Also the machine's load
+average, which these numbers move with. Needs root. Not a test:
+`python benchmarks/sandbox_bench.py [--runs 3] [--nodes 2,3,4]`.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
-import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,41 +62,60 @@ def stack_env(gate: bool) -> Environment:
     return Environment.model_validate(data)
 
 
-def one_run(nodes: int, gate: bool) -> tuple[float, float]:
+def timed_jobs(nodes: int, gate: bool, runs: int) -> list[tuple[float, float]]:
+    """`runs` jobs one after the other on one sandbox of `nodes` nodes: (start→launched, end→COMPLETED)."""
     env = stack_env(gate)
     plan = sandbox.up("local-slurm", env, nodes)
+    results = []
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-") as work:
-            marks = Path(work) / "marks"
-            probe = jobs.probe_command(Path(env.job.checkpoint.dir) / f"bench-{nodes}", steps=1)
-            entry = f"date +%s.%N >> {marks}; {probe}; rc=$?; date +%s.%N >> {marks}; exit $rc"
-            job = jobs.submit(plan.sbatch, extra_env={"GRPO_ENTRYPOINT": entry}, cwd=Path(work))
-            state = jobs.wait_for_state(job, timeout=300)
-            if state != "COMPLETED":
-                raise RuntimeError(f"job {job} ended {state}:\n{jobs.output(job)[-2000:]}")
-            launched, ended = (float(x) for x in marks.read_text().split())
-            log = plan.ctl_dir / "slurmctld.log"
-            started = ctl_time(log, rf"(Allocate|Started) JobId={job}\b")
-            done = ctl_time(log, rf"_job_complete: JobId={job} done")
-            return launched - started, done - ended
+        for run in range(runs):
+            with tempfile.TemporaryDirectory(prefix="bench-") as work:
+                marks = Path(work) / "marks"
+                probe = jobs.probe_command(Path(env.job.checkpoint.dir) / f"bench-{nodes}-{gate}-{run}", steps=1)
+                entry = f"date +%s.%N >> {marks}; {probe}; rc=$?; date +%s.%N >> {marks}; exit $rc"
+                job = jobs.submit(plan.sbatch, extra_env={"GRPO_ENTRYPOINT": entry}, cwd=Path(work))
+                state = jobs.wait_for_state(job, timeout=300)
+                if state != "COMPLETED":
+                    raise RuntimeError(f"job {job} ended {state}:\n{jobs.output(job)[-2000:]}")
+                launched, ended = (float(x) for x in marks.read_text().split())
+                log = plan.ctl_dir / "slurmctld.log"
+                started = ctl_time(log, rf"(Allocate|Started) JobId={job}\b")
+                done = ctl_time(log, rf"_job_complete: JobId={job} done")
+                results.append((launched - started, done - ended))
     finally:
         sandbox.down()
+    return results
 
 
-def main() -> int:
-    head = ray_head_seconds()
-    print(f"one `ray start --head` on this machine: {head:.1f} s")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="jobs per configuration (medians are reported)")
+    parser.add_argument("--nodes", default="2,3,4", help="comma-separated node counts (gate off)")
+    parser.add_argument("--gate-nodes", default="3", help="comma-separated node counts with the fabric gate on")
+    args = parser.parse_args(argv)
+    configs = [(int(n), False) for n in args.nodes.split(",")] + [(int(n), True) for n in args.gate_nodes.split(",")]
+    load = os.getloadavg()
+    heads = [ray_head_seconds() for _ in range(args.runs)]
+    head = statistics.median(heads)
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
     print(
-        f"{'nodes':>5}  {'fabric gate':>11}  {'start→training launched':>24}  {'× ray start --head':>18}"
+        f"one `ray start --head` on this machine: median {head:.1f} s of {args.runs} ({min(heads):.1f}-{max(heads):.1f})"
+    )
+    print(
+        f"{'nodes':>5}  {'fabric gate':>11}  {'start→training launched (median, range)':>40}  {'× ray start --head':>18}"
         f"  {'training end→COMPLETED':>23}"
     )
-    for gate in (False, True):
-        for nodes in (2, 3):
-            start, exit_ = one_run(nodes, gate)
-            print(
-                f"{nodes:>5}  {'on' if gate else 'off':>11}  {start:>22.1f} s  {start / head:>18.2f}  {exit_:>21.1f} s"
-            )
-    print(shlex.join(["machine:", f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"]))
+    for nodes, gate in configs:
+        results = timed_jobs(nodes, gate, args.runs)
+        starts, exits = [r[0] for r in results], [r[1] for r in results]
+        start = statistics.median(starts)
+        spread = f"({min(starts):.1f}-{max(starts):.1f})"
+        print(
+            f"{nodes:>5}  {'on' if gate else 'off':>11}  {start:>22.1f} s {spread:>15}  {start / head:>18.2f}"
+            f"  {statistics.median(exits):>21.1f} s",
+            flush=True,
+        )
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -7,7 +7,9 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
 grpo-infra stacks
-for stack in $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p'); do
+for file in stacks/Pulumi.*.yaml; do
+  stack=${file#stacks/Pulumi.}
+  stack=${stack%.yaml}
   grpo-infra check "$stack"
   grpo-infra synth "$stack" --out build
 done

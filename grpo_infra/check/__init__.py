@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..spec import Environment
 from .gang_rules import gang_violations
+from .image_rules import image_violations
+from .launcher_rules import launcher_violations
 from .verl_rules import verl_violations
 from .violation import Violation
 
@@ -16,7 +18,7 @@ __all__ = ["Violation", "violations", "warnings"]
 
 def violations(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, target-independent rules first."""
-    found = [*gang_violations(env), *verl_violations(env)]
+    found = [*gang_violations(env), *verl_violations(env), *image_violations(env)]
     if env.target == "kubernetes":
         from .kubernetes_rules import kubernetes_violations
 
@@ -25,13 +27,14 @@ def violations(env: Environment) -> list[Violation]:
         from .slurm_rules import slurm_violations
 
         found += slurm_violations(env)
-    return found
+    return found + launcher_violations(env)
 
 
 def warnings(env: Environment) -> list[Violation]:
     """What may be wrong but the project cannot see from the stack file alone; never refuses a stack."""
     if env.target == "slurm":
         from .paths import slurm_path_warnings
+        from .slurm_rules import slurm_warnings
 
-        return slurm_path_warnings(env)
+        return [*slurm_path_warnings(env), *slurm_warnings(env)]
     return []

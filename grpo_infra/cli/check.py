@@ -27,6 +27,8 @@ def check(
         found = violations(env)
         sys.stdout.write(json.dumps([asdict(v) for v in found], indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
+    for warning in warnings(env):
+        err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     refuse_if_infeasible(stack, env)
     gang = env.gang
     console.print(
@@ -34,8 +36,6 @@ def check(
         f"on pool {gang.pool.name}",
         highlight=False,
     )
-    for warning in warnings(env):
-        err_console.print(f"[yellow]warning:[/] {escape(warning.line())}", highlight=False, soft_wrap=True)
 
 
 def refuse_if_infeasible(stack: str, env: Environment) -> None:

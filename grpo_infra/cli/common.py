@@ -6,11 +6,29 @@ import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
+import click
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperOption
 
 from ..spec import SpecError, Stack, load_stack
+
+
+def _flags_show_no_type() -> None:
+    """`--help` lists a flag without a value type, as Typer's plain help does (typer/core.py, TyperOption
+    `get_help_record`: no type for `is_flag`/`count`); its Rich panel (typer/rich_utils.py,
+    `_print_options_panel`, Typer 0.29) printed `<bool>` after every flag, as if it took a value."""
+    rich_type = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+        return None if self.is_flag or self.count else rich_type(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
 
 # Exit codes: the contract scripts and CI rely on.
 OK, CHECK_FAILED, BAD_INPUT = 0, 1, 2
@@ -20,21 +38,61 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 RootOption = Annotated[
     Path | None,
-    typer.Option("--root", help="Project directory holding stacks/ (default: the nearest one above here)."),
+    typer.Option(
+        "--root",
+        help="Project directory (holding Pulumi.yaml) whose stacks to use (default: the nearest one at or above here).",
+    ),
 ]
+
+# Pulumi's project file, either spelling (https://www.pulumi.com/docs/iac/concepts/projects/project-file/).
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+# Where grpo-infra reads stack files, relative to the project (its `stackConfigDir`).
+STACKS_DIR = "stacks"
+
+
+def _project_file(directory: Path) -> Path | None:
+    return next((directory / name for name in PROJECT_FILES if (directory / name).is_file()), None)
 
 
 def project_root(root: Path | None) -> Path:
-    """The given root, or the nearest directory at or above the working directory with stacks/."""
+    """The project whose stacks a command uses: `--root`, else found the way Pulumi finds its project.
+
+    `--root` names the project directory (or any directory holding a `stacks/` of stack files).
+
+    Pulumi takes the nearest directory at or above the working directory that holds `Pulumi.yaml`, and
+    reads stack files from its `stackConfigDir` (https://www.pulumi.com/docs/iac/concepts/projects/).
+    Anything else is bad input: one line, exit 2, whatever the working directory.
+    """
     if root is not None:
-        if not (root / "stacks").is_dir():
-            fail(f"{root}: not a grpo-infra project (no stacks/ directory)")
-        return root
-    here = Path.cwd()
-    for candidate in (here, *here.parents):
-        if (candidate / "Pulumi.yaml").is_file() and (candidate / "stacks").is_dir():
-            return candidate
-    return here
+        base = root.resolve()
+        if _project_file(base) is None:
+            # An explicit root may be a bare directory of stack files (a copy for review, a test's tree).
+            if not (base / STACKS_DIR).is_dir():
+                fail(f"--root {root}: not a grpo-infra project (no Pulumi.yaml and no {STACKS_DIR}/ there)")
+            return base
+    else:
+        here = Path.cwd().resolve()
+        found = next((d for d in (here, *here.parents) if _project_file(d) is not None), None)
+        if found is None:
+            fail(
+                f"no Pulumi project (Pulumi.yaml) in {here} or above it: run inside a grpo-infra checkout or pass --root DIR"
+            )
+        base = found
+    project = _project_file(base)
+    assert project is not None
+    try:
+        document = yaml.safe_load(project.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError):
+        fail(f"{project}: not valid YAML")
+    config_dir = document.get("stackConfigDir") if isinstance(document, dict) else None
+    if config_dir is None or Path(str(config_dir)) != Path(STACKS_DIR):
+        fail(
+            f"{project}: stackConfigDir is {config_dir!r}; grpo-infra reads the stacks from "
+            f"{STACKS_DIR}/ (set `stackConfigDir: {STACKS_DIR}`)"
+        )
+    if not (base / STACKS_DIR).is_dir():
+        fail(f"{project}: its stackConfigDir {base / STACKS_DIR} does not exist")
+    return base
 
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:

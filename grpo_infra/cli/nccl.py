@@ -187,7 +187,7 @@ def verdict(
         out.print(
             f"{word} fabric={fabric} transport={result.transport or 'unknown'} "
             f"peak busbw={_fmt(result.peak_busbw_gbps)} GB/s "
-            f"threshold={_fmt(result.threshold_gbps)} GB/s (expected {_fmt(result.expected_busbw_gbps)} GB/s)"
+            f"{result.threshold_text}"
         )
         for reason in result.reasons:
             out.print("  fail: ", end="")

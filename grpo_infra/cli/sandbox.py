@@ -33,6 +33,9 @@ def up(stack: StackOption = "local-slurm", nodes: NodesOption = 3, root: RootOpt
         f"sandbox up in {time.monotonic() - started:.1f}s: {len(plan.nodes)} nodes {plan.node_list} "
         f"× {plan.env.gang.gpus_per_node} GPUs, controller {plan.controller.name} ({plan.controller.address})"
     )
+    note = sandbox.resize_note(loaded.environment, plan)
+    if note:
+        console.print(f"note: {note}", highlight=False)
     console.print(f'use it with: eval "$(grpo-infra sandbox env)"; sbatch {plan.sbatch}', highlight=False)
 
 

@@ -7,12 +7,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..spec import SpecError, list_stacks, load_stack
-from .common import BAD_INPUT, RootOption, console, err_console, project_root
+from .common import BAD_INPUT, RootOption, console, err_console, fail, project_root
 
 
 def stacks(root: RootOption = None) -> None:
     """List the stacks in stacks/ with their target, size and gang."""
     base = project_root(root)
+    if not list_stacks(base):
+        fail(f"no stacks in {base / 'stacks'} (stack files are named Pulumi.<stack>.yaml)")
     table = Table(title=f"stacks in {base / 'stacks'}")
     for column in ("stack", "target", "pools", "nodes", "GPUs", "tenants", "job gang"):
         table.add_column(column, justify="right" if column in ("nodes", "GPUs") else "left")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -26,8 +27,24 @@ def synth(
     try:
         synthesis.write_tree(files, out / stack)
     except OSError as exc:
-        fail(f"cannot write {out / stack}: {exc.strerror or exc}")
+        fail(f"cannot write {out / stack}: {unwritable_because(out / stack, exc)}")
     summary(stack, files, out / stack)
+
+
+def unwritable_because(target: Path, exc: OSError) -> str:
+    """The real cause of a failed write, named by path: errno's text alone ("File exists", "No such file
+    or directory") says neither which path nor why."""
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing != target and not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    blocked = Path(exc.filename) if exc.filename else existing
+    if blocked.exists() and not blocked.is_dir() and blocked != target:
+        return f"{blocked} is a file, not a directory"
+    if not os.access(existing, os.W_OK):
+        return f"{existing} is not writable by this user"
+    return f"{existing} does not take new files ({exc.strerror or exc}): a read-only or virtual file system"
 
 
 def summary(stack: str, files: dict[str, str], where: Path) -> None:

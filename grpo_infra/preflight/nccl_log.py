@@ -13,7 +13,12 @@ falls back to ``NET/Socket`` on that rank only. The evidence is spread over INFO
     host:pid:tid [dev] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA
 
 Channel lines say what a connection actually uses, so they win over init lines, which only say
-what NCCL found. Transports are ``infiniband``, ``roce``, ``efa``, ``ofi`` (libfabric with a
+what NCCL found. The ``NET/Socket : Using`` init line is the weakest evidence: NCCL 2.4.0-2.4.7 print
+it in every process whatever the transport, because they always bring up the socket transport for
+bootstrap before trying IB (NVIDIA/nccl v2.4.7-1 src/init.cc:127 "Always initialize sockets", then
+src/transport/net_socket.cc:42 and net_ib.cc:168 print both init lines; their channel lines read
+``Ring 00 : 7 -> 8 [send] via NET/IB/0/GDRDMA``, net.cc:306). From 2.4.8 the socket transport starts
+only when IB did not (v2.4.8-1 src/init.cc:127-135), so there the line does mean sockets. Transports are ``infiniband``, ``roce``, ``efa``, ``ofi`` (libfabric with a
 provider other than EFA), ``socket`` and, for a file, ``mixed`` when ranks disagree.
 """
 
@@ -183,6 +188,7 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
         notes.append(f"NET/IB found no usable device in {len(no_ib)} process(es) on {', '.join(hosts)}")
     for proc in procs.values():
         _resolve(proc, file_link, file_provider)
+    _discount_socket_init_lines(list(procs.values()), version, notes)
     problems = _problems(list(procs.values()))
     return NcclLogReport(
         processes=list(procs.values()),
@@ -253,8 +259,18 @@ def _kind(net: str, link: str | None, provider: str | None) -> str:
     return name
 
 
+# The first NCCL release whose socket init line means the socket transport was chosen (see above).
+SOCKET_LINE_MEANS_SOCKETS_FROM = (2, 4, 8)
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """`2.4.7+cuda10.1` -> (2, 4, 7); None when there is no version or it does not read as one."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
 def _resolve(proc: ProcessTransport, file_link: set[str], file_provider: str | None) -> None:
-    """Decide one process's transport from its strongest evidence."""
+    """Decide one process's transport from its strongest evidence (the socket init line is the weakest)."""
     link = proc.link or (next(iter(file_link)) if len(file_link) == 1 else None)
     provider = proc.ofi_provider or file_provider
     if proc.channel_nets:
@@ -262,17 +278,36 @@ def _resolve(proc: ProcessTransport, file_link: set[str], file_provider: str | N
         proc.transport = kinds.pop() if len(kinds) == 1 else "mixed"
     elif proc.network:
         proc.transport = _kind(proc.network, link, provider)
-    elif proc.socket_seen:
-        proc.transport = "socket"
     elif proc.ofi_provider or proc.ofi_plugin:
         proc.transport = _kind("libfabric", link, provider)
     elif proc.devices:
         proc.transport = "roce" if link == "RoCE" else "infiniband"
+    elif proc.socket_seen:
+        proc.transport = "socket"
     if proc.transport in RDMA_TRANSPORTS:
         if proc.gdr_channel is not None:
             proc.gpudirect_rdma = proc.gdr_channel
         else:
             proc.gpudirect_rdma = proc.gdr_enabled
+
+
+def _discount_socket_init_lines(procs: list[ProcessTransport], version: str | None, notes: list[str]) -> None:
+    """A process known only by its socket init line, in a log where others show an RDMA transport, is
+    undetermined unless the log is from an NCCL whose socket line means sockets (2.4.8 or later)."""
+    if not any(p.transport in RDMA_TRANSPORTS for p in procs):
+        return
+    known = _version_tuple(version)
+    if known is not None and known >= SOCKET_LINE_MEANS_SOCKETS_FROM:
+        return
+    weak = [p for p in procs if p.transport == "socket" and p.socket_seen and not p.channel_nets and not p.network]
+    for proc in weak:
+        proc.transport = None
+    if weak:
+        notes.append(
+            f"{len(weak)} process(es) show only NCCL's `NET/Socket : Using` init line, which NCCL before 2.4.8 "
+            f"prints in every process whatever the transport (NCCL {version or 'version not in the log'}): "
+            f"their transport is not known: {', '.join(p.label for p in weak[:4])}"
+        )
 
 
 def _problems(procs: list[ProcessTransport]) -> list[str]:

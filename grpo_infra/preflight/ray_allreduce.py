@@ -214,7 +214,7 @@ class GateResult:
             f"transport={v.transport or '-'} ranks={self.ranks} nodes={self.nodes_seen} "
             f"size={self.size_bytes / 2**20:g} MiB time={_fmt(self.time_us)} us "
             f"algbw={_fmt(self.algbw_gbps)} GB/s busbw={_fmt(self.busbw_gbps)} GB/s "
-            f"threshold={_fmt(v.threshold_gbps)} GB/s (expected {_fmt(v.expected_busbw_gbps)} GB/s)"
+            f"{v.threshold_text}"
         ]
         lines += [f"  fail: {r}" for r in v.reasons]
         lines += [f"  note: {n}" for n in v.notes]

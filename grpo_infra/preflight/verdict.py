@@ -51,6 +51,15 @@ class Verdict:
     peak_busbw_gbps: float | None = None
     transport: str | None = None
 
+    @property
+    def threshold_text(self) -> str:
+        """The bar in words for the one-line verdicts: `threshold=X GB/s (expected Y GB/s)`, or `no threshold`
+        when the pool has no fabric bandwidth to expect (a dash there read like a missing number)."""
+        if self.threshold_gbps is None:
+            return "no threshold"
+        expected = "" if self.expected_busbw_gbps is None else f" (expected {self.expected_busbw_gbps:.2f} GB/s)"
+        return f"threshold={self.threshold_gbps:.2f} GB/s{expected}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,

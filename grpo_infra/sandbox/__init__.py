@@ -14,7 +14,7 @@ from .cluster import (
     start_node,
     up,
 )
-from .plan import ROOT, Plan, SandboxError, make_plan, node_names, sandbox_environment
+from .plan import ROOT, Plan, SandboxError, make_plan, node_names, resize_note, sandbox_environment
 
 __all__ = [
     "ROOT",
@@ -30,6 +30,7 @@ __all__ = [
     "node_names",
     "node_states",
     "require_root_and_tools",
+    "resize_note",
     "sandbox_environment",
     "sinfo",
     "slurm_env",

@@ -8,6 +8,7 @@ job's output file.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -140,4 +141,25 @@ def ray_processes(namespaces: Iterable[str], marker: str = "ray") -> dict[str, l
                 continue
             if marker in cmd and ("ray" in cmd or "raylet" in cmd or "gcs_server" in cmd):
                 found.setdefault(ns, []).append(cmd.strip())
+    return found
+
+
+def holders_of(directory: Path) -> dict[int, str]:
+    """Every process with a file open under `directory` or running from it: pid -> its command line.
+
+    The sandbox's nodes share this machine's process table, so this covers every node at once. It is what
+    cannot miss a job's Ray: each Ray process, the agents that retitle themselves included, logs under its
+    node's temp dir.
+    """
+    prefix = f"{directory.resolve()}/"
+    found: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = [os.readlink(proc / "cwd"), *(os.readlink(fd) for fd in (proc / "fd").iterdir())]
+            if any(f"{link}/".startswith(prefix) for link in links):
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
     return found

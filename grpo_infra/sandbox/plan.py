@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hostlist
+from pydantic import ValidationError
 
 from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
@@ -83,7 +84,30 @@ def sandbox_environment(env: Environment, count: int) -> Environment:
     if quota > capacity:
         for tenant in data["tenants"]:
             tenant["gpuQuota"] = tenant["gpuQuota"] * capacity // quota
-    return Environment.model_validate(data)
+    try:
+        return Environment.model_validate(data)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise SandboxError(
+            f"the stack cannot run on a sandbox of {count} nodes ({hostlist.collect_hostlist(names)}): {reason}"
+        ) from None
+
+
+def resize_note(stack_env: Environment, plan: Plan) -> str | None:
+    """What to tell the user when the sandbox's gang is not the stack's: the job was rendered for the sandbox.
+
+    The stack's own sbatch asks for its gang; on fewer nodes Slurm would keep it pending for good
+    (reason PartitionConfig), so the sandbox runs a job rendered for its own nodes, and says so.
+    """
+    want, have = stack_env.gang, plan.env.gang
+    if (want.nodes, want.gpus_per_node) == (have.nodes, have.gpus_per_node):
+        return None
+    return (
+        f"the stack's gang is {want.nodes} nodes × {want.gpus_per_node} GPUs (job {stack_env.job.name}); "
+        f"this sandbox has {len(plan.nodes)} nodes, so its job {plan.sbatch} is rendered for "
+        f"{have.nodes} × {have.gpus_per_node}. The stack's own sbatch (grpo-infra synth) would pend here "
+        "for good (PartitionConfig)."
+    )
 
 
 @dataclass(frozen=True)

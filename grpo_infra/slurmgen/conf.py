@@ -9,6 +9,7 @@ import hostlist
 
 from ..spec import Environment
 from ..spec.pools import Pool
+from ..spec.slurm import NodeLayout
 from .templates import render_template
 
 # The GRES name Slurm uses for GPUs; `--gres=gpu:<type>:<n>` asks for it.
@@ -43,23 +44,49 @@ def gres_request(pool: Pool) -> str:
 class NodeLine:
     hosts: str
     cpus: int
+    layout: str
+    """`Sockets=… CoresPerSocket=… ThreadsPerCore=…` as `slurmd -C` prints them, or empty when the stack omits it."""
     real_memory_mib: int
+    mem_spec_limit_mib: int
     gres: str
     features: str
 
 
+def node_layout(env: Environment, pool: Pool) -> NodeLayout | None:
+    """The stack's `slurm.nodeLayouts` entry for this pool, if any."""
+    assert env.slurm is not None
+    return next((n for n in env.slurm.node_layouts if n.pool == pool.name), None)
+
+
 def node_lines(env: Environment) -> list[NodeLine]:
-    """One NodeName line per pool, its hosts as one compact hostlist."""
-    return [
-        NodeLine(
-            hosts=compact(pool.host_names),
-            cpus=pool.cpus,
-            real_memory_mib=pool.memory_gib * 1024,
-            gres=gres_request(pool),
-            features=",".join(pool_features(pool)),
+    """One NodeName line per pool, its hosts as one compact hostlist.
+
+    Without Sockets/CoresPerSocket/ThreadsPerCore Slurm takes CPUs as that many one-core sockets, so
+    task/affinity and --cpu-bind place a job's threads without regard to the real sockets (slurm.conf(5),
+    NodeName: "Sockets ... CoresPerSocket ... ThreadsPerCore", Slurm 22.05). MemSpecLimit keeps memory for
+    the OS and slurmd out of every allocation (slurm.conf(5), MemSpecLimit).
+    """
+    lines = []
+    for pool in env.pools:
+        layout = node_layout(env, pool)
+        words = ""
+        if layout is not None:
+            words = (
+                f"Sockets={layout.sockets} CoresPerSocket={layout.cores_per_socket} "
+                f"ThreadsPerCore={layout.threads_per_core}"
+            )
+        lines.append(
+            NodeLine(
+                hosts=compact(pool.host_names),
+                cpus=pool.cpus,
+                layout=words,
+                real_memory_mib=pool.memory_gib * 1024,
+                mem_spec_limit_mib=layout.mem_spec_limit_mib if layout else 0,
+                gres=gres_request(pool),
+                features=",".join(pool_features(pool)),
+            )
         )
-        for pool in env.pools
-    ]
+    return lines
 
 
 def slurm_conf(env: Environment) -> str:
@@ -70,7 +97,8 @@ def slurm_conf(env: Environment) -> str:
         "slurm.conf.j2",
         cluster=slurm.cluster_name,
         include_path=f"{slurm.deploy.directory}/slurm.conf" if slurm.deploy else "<directory>/slurm.conf",
-        gres_name=GRES_NAME,
+        gres_types=",".join(slurm.gres_types),
+        accounting_tres=",".join(slurm.accounting_tres) if slurm.accounting == "slurmdbd" else None,
         nodes=node_lines(env),
         partition=slurm.partition,
         partition_nodes=compact([h for p in env.pools for h in p.host_names]),

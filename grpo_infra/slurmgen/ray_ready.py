@@ -4,11 +4,19 @@ The sbatch embeds this file and runs it with `python3 -c` after starting the job
 so training starts the moment the cluster is whole, not after a guessed sleep. It prints a line
 each time the count changes ("joined 2/3 nodes, 16/24 GPUs") and exits 1 at the timeout with
 the counts and the nodes still missing. Standard library and Ray only: it runs inside the image.
+
+With `--gate MODULE ARGS...` it then runs the fabric gate (`MODULE.main(ARGS)`, the in-job
+all-reduce) in this same process, on this same Ray connection: one interpreter start, one
+`import ray`, one `ray.init` fewer between a whole cluster and training. Exit 0: ready (and the
+gate passed); 1: not ready; 3: the gate failed (its verdict printed above).
 """
 
 import argparse
+import importlib
 import sys
 import time
+
+GATE_FAILED = 3
 
 
 def main() -> int:
@@ -18,6 +26,10 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, required=True, help="GPUs the allocation has in all")
     parser.add_argument("--timeout", type=float, required=True, help="seconds before giving up")
     parser.add_argument("--hosts", default="", help="comma-separated node names, to name the missing ones")
+    parser.add_argument(
+        "--node-ip-address", default=None, help="this node's Ray address (spares Ray's IP auto-detection)"
+    )
+    parser.add_argument("--gate", nargs=argparse.REMAINDER, default=None, help="then run MODULE.main(ARGS...)")
     args = parser.parse_args()
     deadline = time.monotonic() + args.timeout
 
@@ -25,7 +37,12 @@ def main() -> int:
 
     while True:
         try:
-            ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
+            ray.init(
+                address=args.address,
+                logging_level="ERROR",
+                log_to_driver=False,
+                _node_ip_address=args.node_ip_address,
+            )
             break
         except (ConnectionError, RuntimeError) as exc:
             if time.monotonic() > deadline:
@@ -42,6 +59,11 @@ def main() -> int:
             print(f"grpo: joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs", flush=True)
             last = (nodes, gpus)
         if nodes >= args.nodes and gpus >= args.gpus:
+            if args.gate:
+                gate = importlib.import_module(args.gate[0])
+                code = gate.main([*args.gate[1:], "--address", args.address])
+                ray.shutdown()
+                return 0 if code == 0 else GATE_FAILED
             ray.shutdown()
             return 0
         if time.monotonic() > deadline:

@@ -25,6 +25,10 @@ def time_limit_minutes(value: str) -> int:
 
 
 SlurmTime = Annotated[str, StringConstraints(pattern=_TIME.pattern)]
+AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[^:,\s'\"$`\\]*$")]
+# GRES names (GresTypes) and TRES names (AccountingStorageTRES, e.g. gres/gpu), as slurm.conf spells them.
+GresName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+TresName = Annotated[str, StringConstraints(pattern=r"^[a-z]+(/[A-Za-z0-9_:.-]+)?$")]
 
 
 class PortRange(SpecModel):
@@ -48,18 +52,28 @@ class Container(SpecModel):
     runtime: Literal["none", "pyxis", "apptainer"]
     """`none`, Pyxis/Enroot (`srun --container-image`) or Apptainer (`apptainer exec --nv`)."""
     image: Annotated[str, StringConstraints(min_length=1)] | None = Field(
-        default=None, description="Image for pyxis (e.g. nvcr.io#org/verl:tag) or a .sif path for Apptainer."
+        default=None,
+        description="The stack's image (`image`) in this runtime's own form: an enroot squashfs or URI for pyxis, "
+        "a .sif for Apptainer; `image.ref` is pulled when omitted.",
     )
     mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$")]] = Field(default_factory=list)
     """`/host/path:/container/path` bind mounts."""
+    workdir: AbsolutePath | None = Field(
+        default=None,
+        description="Directory the job's commands start in, inside the image (pyxis --container-workdir, "
+        "Apptainer --pwd); it must exist there. Default /tmp.",
+    )
 
     @model_validator(mode="after")
     def _image_when_needed(self) -> Container:
-        if self.runtime != "none" and self.image is None:
-            raise ValueError(f"container runtime {self.runtime} needs an `image`")
-        if self.runtime == "none" and (self.image or self.mounts):
-            raise ValueError("container runtime `none` takes no `image` or `mounts`")
+        if self.runtime == "none" and (self.image or self.mounts or self.workdir):
+            raise ValueError("container runtime `none` takes no `image`, `mounts` or `workdir`")
         return self
+
+    def binds(self) -> list[tuple[str, str]]:
+        """Each mount as (host path, path inside the image); `/a` alone binds /a at /a."""
+        pairs = [m.split(":", 1) if ":" in m else [m, m] for m in self.mounts]
+        return [(host, inside) for host, inside in pairs]
 
 
 class Gres(SpecModel):
@@ -116,6 +130,27 @@ class Switch(SpecModel):
         return self
 
 
+class NodeLayout(SpecModel):
+    """A pool's CPU layout as `slurmd -C` prints it on one of its nodes, and the memory kept for the system."""
+
+    pool: str
+    """The pool whose nodes have this layout."""
+    sockets: Annotated[int, Field(ge=1, le=64)]
+    """`Sockets=` of `slurmd -C`."""
+    cores_per_socket: Annotated[int, Field(ge=1, le=1024)]
+    """`CoresPerSocket=` of `slurmd -C`."""
+    threads_per_core: Annotated[int, Field(ge=1, le=8)]
+    """`ThreadsPerCore=` of `slurmd -C`."""
+    mem_spec_limit_mib: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="MemSpecLimit: MiB of RealMemory kept for the OS and slurmd, never given to jobs (0: none).",
+    )
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
 class Slurm(SpecModel):
     """An on-prem Slurm cluster and the partition the GRPO gang runs in."""
 
@@ -140,12 +175,36 @@ class Slurm(SpecModel):
         "the port block can use the job's Ray.",
     )
     deploy: SlurmDeploy | None = Field(default=None, description="Where `pulumi up` places the rendered files.")
-    switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
-    shared_paths: list[Annotated[str, StringConstraints(pattern=r"^/\S*$")]] = Field(
-        default_factory=list,
-        description="File systems every node mounts at the same path (Lustre, NFS, GPFS); `check` warns about "
-        "a model, data or checkpoint path outside them.",
+    node_layouts: list[NodeLayout] = Field(
+        default_factory=list, description="Each pool's Sockets/CoresPerSocket/ThreadsPerCore and MemSpecLimit."
     )
+    shared_paths: list[AbsolutePath] = Field(
+        default_factory=list,
+        description="Host paths on a file system every node mounts (Lustre, NFS, GPFS); `check` warns when the "
+        "model, the data or the checkpoints lie outside them.",
+    )
+    gres_types: list[GresName] = Field(
+        default_factory=lambda: ["gpu"],
+        description="The site's whole GresTypes list, written into the fragment (a second GresTypes line in "
+        "slurm.conf replaces the first): list the GRES the site already has and drop its own line.",
+    )
+    accounting: Literal["slurmdbd", "none"] = Field(
+        default="slurmdbd",
+        description="`slurmdbd`: the fragment tracks gres/gpu and accounting.sh gives each tenant a QOS with its "
+        "GPU quota; `none`: the cluster has no slurmdbd (slurmctld will not start with a gres TRES then), "
+        "so no tenant quota holds on Slurm.",
+    )
+    accounting_tres: list[TresName] = Field(
+        default_factory=lambda: ["gres/gpu"],
+        description="The site's whole AccountingStorageTRES list, written into the fragment; QOS GrpTRES "
+        "limits count only tracked TRES.",
+    )
+    checkpoint_save_seconds: Annotated[int, Field(ge=0, le=86400)] = Field(
+        default=300,
+        description="Longest a checkpoint save takes; verl saves once more when the time-limit signal is less "
+        "than this plus its longest step away.",
+    )
+    switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
 
     @field_validator("max_time", "time_limit")
     @classmethod
@@ -159,6 +218,18 @@ class Slurm(SpecModel):
 
         if block_count(self.ray_ports.start, self.ray_ports.end) < 1:
             raise ValueError(f"`rayPorts` must span at least {BLOCK_SIZE} ports (one job's block)")
+        return self
+
+    @model_validator(mode="after")
+    def _site_lists(self) -> Slurm:
+        if "gpu" not in self.gres_types:
+            raise ValueError("`gresTypes` must include gpu (the GPUs are GRES gpu)")
+        if "gres/gpu" not in self.accounting_tres:
+            raise ValueError("`accountingTres` must include gres/gpu (the tenants' GrpTRES=gres/gpu limits count it)")
+        pools = [n.pool for n in self.node_layouts]
+        dupes = sorted({p for p in pools if pools.count(p) > 1})
+        if dupes:
+            raise ValueError(f"`nodeLayouts` describes pool {dupes[0]} twice")
         return self
 
     @model_validator(mode="after")

@@ -28,7 +28,7 @@ def test_token_auth_is_on_by_default_with_the_images_ray_version(stack: str) -> 
     # The token Secret has a fixed name, so the tenant's Role can grant `get` on it alone; its value is
     # Pulumi's, never rendered.
     assert cluster["authOptions"] == {"mode": "token", "secretName": f"{env.job.name}-ray-token"}
-    assert cluster["rayVersion"] == env.kubernetes.ray_job.ray_version == RAY_VERSION
+    assert cluster["rayVersion"] == env.image.contents.ray == RAY_VERSION
     assert "enableK8sTokenAuth" not in cluster["authOptions"], "KubeRay rejects it for RayJobs"
     assert "RAY_AUTH_TOKEN" not in str(ray_job(env)), "KubeRay injects the token variables itself"
 
@@ -86,9 +86,9 @@ def test_dashboard_and_token_commands() -> None:
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_stack_outputs_tell_how_to_reach_the_dashboard(stack: str) -> None:
-    """Written out by hand: KubeRay labels the head pod `ray.io/node-type=head` and names the token's
-    Secret after the RayCluster (`.status.rayClusterName`), key `auth_token`; the job's pods carry
-    `grpo-infra/job=<job>`."""
+    """Written out by hand: KubeRay labels the head pod `ray.io/node-type=head`; the stack's own token
+    Secret is `<job>-ray-token` (KubeRay's `authOptions.secretName`), key `auth_token`; the job's pods
+    carry `grpo-infra/job=<job>`."""
     env = env_of(stack)
     ns, job = env.job.tenant, env.job.name
     out = record(stack, ROOT).outputs
@@ -97,6 +97,5 @@ def test_stack_outputs_tell_how_to_reach_the_dashboard(stack: str) -> None:
         " -o name) 8265:8265"
     )
     assert out["dashboardToken"] == (
-        f"kubectl -n {ns} get secret $(kubectl -n {ns} get rayjob {job} -o jsonpath='{{.status.rayClusterName}}')"
-        " -o jsonpath='{.data.auth_token}' | base64 -d"
+        f"kubectl -n {ns} get secret {job}-ray-token -o jsonpath='{{.data.auth_token}}' | base64 -d"
     )

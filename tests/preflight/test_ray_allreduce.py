@@ -35,20 +35,32 @@ GPUS_PER_NODE = 2
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    """A real multi-node Ray cluster (one raylet per node), in its own temp dir so `address="auto"`
-    of anything else on this machine never finds it."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    temp_dir = tempfile.mkdtemp(prefix="rg-gate-", dir="/tmp")
-    node = {"num_cpus": 1, "num_gpus": GPUS_PER_NODE, "temp_dir": temp_dir}
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    """A real multi-node Ray cluster (one raylet per node), all of it under one fresh temp dir.
+
+    Ray's `cluster_utils.Cluster` writes the head's address to `<default temp root>/ray_current_cluster`
+    whatever `temp_dir` says (ray/cluster_utils.py, `write_ray_address(self.head_node.gcs_address)` with no
+    temp dir; the default root is `$RAY_TMPDIR/ray`, else /tmp/ray: ray/_common/utils.py,
+    `get_default_ray_temp_dir`, Ray 2.60). Pointing RAY_TMPDIR at our own dir keeps that file (and every
+    session) in it: the suite needs no /tmp/ray, never touches another Ray's, and `address="auto"` of
+    anything else on this machine never finds this cluster. Everything goes, also when setup fails.
+    """
+    temp_root = tempfile.mkdtemp(prefix="rg-gate-", dir="/tmp")
+    cluster: cluster_utils.Cluster | None = None
     try:
-        for _ in range(NODES - 1):
-            cluster.add_node(**node)
-        cluster.wait_for_nodes()
-        yield cluster.address
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+            patch.setenv("RAY_TMPDIR", temp_root)
+            node = {"num_cpus": 1, "num_gpus": GPUS_PER_NODE, "temp_dir": os.path.join(temp_root, "ray")}
+            cluster = cluster_utils.Cluster()
+            cluster.add_node(**node, include_dashboard=False)
+            for _ in range(NODES - 1):
+                cluster.add_node(**node)
+            cluster.wait_for_nodes()
+            yield cluster.address
     finally:
-        cluster.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        if cluster is not None:
+            cluster.shutdown()
+        shutil.rmtree(temp_root, ignore_errors=True)
 
 
 def _gate(address: str, tmp_path: Path, *args: str, timeout: float = 90) -> tuple[int, str, dict[str, Any] | None]:
@@ -68,6 +80,8 @@ def test_gloo_across_every_node_passes_a_pool_without_fabric(ray_address: str, t
     assert code == 0, output
     assert output.startswith("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3")
     assert "GB/s" in output
+    # A pool without a fabric has no bar to clear, and the line says so in words, not with dashes.
+    assert output.splitlines()[0].endswith(" GB/s no threshold")
     assert report is not None and report["passed"]
     # One rank per node, each on a different Ray node: the gang's whole footprint was exercised.
     assert report["ranks"] == NODES
@@ -88,6 +102,7 @@ def test_gloo_sockets_fail_a_pool_that_declares_infiniband(ray_address: str, tmp
     assert report is not None and not report["passed"]
     # The default for the pool's real GPUs per node, not for the one gloo rank per node.
     assert report["expected_busbw_gbps"] == 2 * 50.0 * 0.90
+    assert output.splitlines()[0].endswith(" threshold=72.00 GB/s (expected 90.00 GB/s)")  # 0.8 x 90
 
 
 def test_a_gang_larger_than_the_cluster_fails_within_its_timeout(ray_address: str, tmp_path: Path) -> None:

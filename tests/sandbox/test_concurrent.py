@@ -129,6 +129,19 @@ def squeue(job_ids: list[int]) -> dict[int, tuple[str, str]]:
     return {int(r[0]): (r[1], r[2] if len(r) > 2 else "") for r in rows}
 
 
+def job_steps(job: int) -> list[str]:
+    """The job's steps Slurm still knows as running (the batch step is not listed)."""
+    proc = subprocess.run(
+        ["squeue", "-h", "-s", "-j", str(job), "-o", "%i"],
+        env=sandbox.slurm_env(),
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+    )
+    return proc.stdout.split()
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
     """Poll until `predicate` holds; at the timeout fail with `what()` (the jobs' states and output)."""
     deadline = time.monotonic() + timeout
@@ -184,12 +197,11 @@ def observed(shared_sandbox: Plan, tmp_path_factory: pytest.TempPathFactory) -> 
         subprocess.run(["scancel", str(seen.cancelled)], env=sandbox.slurm_env(), timeout=15, check=True)
         seen.cancelled_state = jobs.wait_for_state(seen.cancelled, timeout=30)
         namespaces = [n.namespace for n in shared_sandbox.nodes]
-        marker = f"grpo-{seen.cancelled}/"
-        deadline = time.monotonic() + 20
-        seen.cancelled_left = jobs.ray_processes(namespaces, marker)
-        while seen.cancelled_left and time.monotonic() < deadline:
-            time.sleep(0.3)
-            seen.cancelled_left = jobs.ray_processes(namespaces, marker)
+        # Slurm marks the job CANCELLED at once and ends its steps after; wait for them, then look.
+        wait_until(lambda: not job_steps(seen.cancelled), 30, lambda: f"steps of job {seen.cancelled} never ended")
+        seen.cancelled_left = {
+            str(pid): [cmd] for pid, cmd in jobs.holders_of(shared_sandbox.ray_tmp / f"grpo-{seen.cancelled}").items()
+        }
         seen.cleanup_seconds = time.monotonic() - started
         seen.cleanup_done_at = time.time()
         seen.survivor_state_then = jobs.job_state(seen.survivor)

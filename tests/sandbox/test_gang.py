@@ -110,8 +110,11 @@ def finished_job(local_sandbox: Plan, tmp_path_factory: pytest.TempPathFactory) 
         auth = _auth_checks(job, local_sandbox)
     finally:
         release.touch()
-    state = jobs.wait_for_state(job, timeout=150)
+    state = jobs.wait_for_state(job, timeout=150, poll=0.05)
+    # The moment Slurm says the job is over: nothing may still hold a file under the job's temp dirs.
+    left = jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}")
     yield {
+        "left": left,
         "job": job,
         "state": state,
         "output": jobs.output(job),
@@ -182,3 +185,26 @@ def test_token_never_reaches_the_job_output_and_goes_with_the_job(finished_job: 
         if p.is_file() and token in p.read_text(errors="replace")
     ]
     assert leaked == [], f"Ray wrote the job's token into {leaked}"
+
+
+def test_nothing_of_the_jobs_ray_is_left_on_any_node_once_completed(finished_job: dict[str, Any]) -> None:
+    assert finished_job["state"] == "COMPLETED"
+    # Not even Ray's retitled agents (ray::DashboardAgent, ray::RuntimeEnvAgent), which no name match finds.
+    assert finished_job["left"] == {}
+
+
+# What a user reading a good run must not see: Slurm's and bash's reports of killed or cancelled steps,
+# errors, tracebacks, non-zero exits, terminal colour codes.
+ALARMING = re.compile(
+    r"error|killed|cancel|abort|traceback|exit(ed)? (with )?(exit )?(code|status) [1-9]|\bstatus 1[0-9]{2}\b|\x1b",
+    re.IGNORECASE,
+)
+
+
+def test_a_successful_job_prints_no_error_and_ends_with_its_outcome(finished_job: dict[str, Any]) -> None:
+    lines = finished_job["output"].splitlines()
+    assert [line for line in lines if ALARMING.search(line)] == []
+    assert re.fullmatch(rf"grpo \d\d:\d\d:\d\d \[node1\] job {finished_job['job']} outcome: success", lines[-1])
+    assert sum("outcome:" in line for line in lines) == 1
+    # Ray was stopped, not left to Slurm: the script said so before its outcome.
+    assert re.search(r"stopped this job's Ray on 3 nodes in \d+ s", lines[-2])

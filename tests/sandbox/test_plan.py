@@ -14,6 +14,7 @@ from grpo_infra.sandbox.plan import (
     hosts_block,
     make_plan,
     node_names,
+    resize_note,
     sandbox_environment,
     sandbox_fragment,
     strip_hosts_block,
@@ -96,3 +97,20 @@ def test_fragment_keeps_the_partition_but_not_account_filters() -> None:
     assert dropped == ["AllowAccounts=a,b", "AllowQos=normal"]
     assert "PartitionName=grpo Nodes=node[1-3] OverSubscribe=EXCLUSIVE State=UP" in text
     assert "NodeName=node[1-3] CPUs=4 Gres=gpu:sim:8" in text
+
+
+def test_a_sandbox_smaller_than_the_gang_runs_a_job_rendered_for_it_and_says_so(local: Environment) -> None:
+    small = make_plan("local-slurm", local, 2)
+    assert small.env.gang.nodes == 2  # the rendered job asks for the 2 nodes there are, so it can start
+    note = resize_note(local, small)
+    assert note is not None
+    assert note.startswith("the stack's gang is 3 nodes × 8 GPUs (job grpo-sandbox); this sandbox has 2 nodes")
+    assert "rendered for 2 × 8" in note and "PartitionConfig" in note
+    assert resize_note(local, make_plan("local-slurm", local, 3)) is None
+
+
+def test_a_stack_that_cannot_be_cut_to_the_size_is_refused_in_one_line() -> None:
+    onprem = load_stack("onprem-slurm", ROOT).environment
+    # Its fabric tree names hosts a 2-node sandbox does not have.
+    with pytest.raises(SandboxError, match=r"cannot run on a sandbox of 2 nodes \(gpu\[001-002\]\): .*gpu003"):
+        make_plan("onprem-slurm", onprem, 2)

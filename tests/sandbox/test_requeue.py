@@ -48,7 +48,11 @@ def test_node_loss_requeues_and_resumes_without_losing_a_step(local_sandbox: Pla
         time.sleep(0.5)
     sandbox.start_node(VICTIM)
 
-    state = jobs.wait_for_state(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, timeout=240)
+    state = jobs.wait_for_state(
+        job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}, timeout=240, poll=0.05
+    )
+    # Nothing of either run's Ray is left on any node (the first run's survivors on node1 and node2 included).
+    left = jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}")
     output = jobs.output(job)
     assert state == "COMPLETED", output[-3000:]
 
@@ -64,3 +68,4 @@ def test_node_loss_requeues_and_resumes_without_losing_a_step(local_sandbox: Pla
         range(1, STEPS + 1)
     )
     assert "requeued run 1" in output
+    assert left == {}

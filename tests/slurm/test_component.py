@@ -83,7 +83,8 @@ def test_remote_stack_places_files_over_ssh(mocks: _Recorder, tmp_path: Path) ->
     payloads = re.findall(r"printf '%s' (\S+) \| base64 -d > \S*/\.(\S+)\.grpo-tmp", create)
     decoded = {name: base64.b64decode(p).decode() for p, name in payloads}
     assert decoded == {p.removeprefix("slurm/"): t for p, t in render_files(stack("onprem-slurm")).items()}
-    assert "rm -f /etc/slurm/grpo/gres.conf" in cmd.inputs["delete"]
+    [removal] = [line.split()[2:] for line in cmd.inputs["delete"].splitlines() if line.startswith("rm -f ")]
+    assert "/etc/slurm/grpo/gres.conf" in removal and "/etc/slurm/grpo/accounting.sh" in removal
 
 
 @pulumi.runtime.test
@@ -117,7 +118,7 @@ def test_create_update_delete_on_a_real_directory(tmp_path: Path) -> None:
     smaller = component.placed_files(variant("onprem-slurm", lambda d: d["slurm"].pop("switches")))
     assert provider.diff(str(where), created.outs, _props(where, smaller)).changes
     provider.update(str(where), created.outs, _props(where, smaller))
-    assert sorted(p.name for p in where.iterdir()) == ["gres.conf", "grpo.sbatch", "slurm.conf"]
+    assert sorted(p.name for p in where.iterdir()) == ["accounting.sh", "gres.conf", "grpo.sbatch", "slurm.conf"]
     assert not provider.diff(str(where), _props(where, smaller), _props(where, smaller)).changes
     moved = provider.diff(str(where), _props(where, smaller), _props(tmp_path / "elsewhere", smaller))
     assert moved.replaces == ["directory"]

@@ -30,7 +30,11 @@ def test_local_slurm_fragment() -> None:
     assert node == {
         "NodeName": "node[1-3]",
         "CPUs": "4",
+        "Sockets": "1",
+        "CoresPerSocket": "4",
+        "ThreadsPerCore": "1",
         "RealMemory": str(6 * 1024),
+        "MemSpecLimit": "512",
         "Gres": "gpu:sim:8",
         "Features": "sim,placeholder",
         "State": "UNKNOWN",
@@ -38,7 +42,7 @@ def test_local_slurm_fragment() -> None:
     [part] = _settings(conf, "PartitionName=")
     assert part["PartitionName"] == "grpo" and part["Nodes"] == "node[1-3]"
     assert part["OverSubscribe"] == "EXCLUSIVE" and part["MaxTime"] == "01:00:00"
-    assert part["AllowAccounts"] == "sandbox" and part["AllowQos"] == "normal"
+    assert part["AllowAccounts"] == "sandbox" and part["AllowQos"] == "grpo-sandbox"
 
 
 def test_onprem_fragment_allows_every_tenant() -> None:
@@ -156,3 +160,41 @@ def test_bad_switch_trees_are_refused(switches: list[dict[str, Any]], message: s
 @pytest.mark.parametrize("name", SLURM_STACKS)
 def test_rendering_is_deterministic(name: str) -> None:
     assert render_files(stack(name)) == render_files(stack(name))
+
+
+def test_onprem_node_line_has_slurmd_layout_and_memory_kept_for_the_system() -> None:
+    [node] = _settings(slurm_conf(stack("onprem-slurm")), "NodeName=")
+    # slurmd -C on a 2 x 56-core node with SMT: Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 (224 CPUs).
+    assert (node["CPUs"], node["Sockets"], node["CoresPerSocket"], node["ThreadsPerCore"]) == ("224", "2", "56", "2")
+    assert node["MemSpecLimit"] == "32768"
+
+
+def test_a_pool_without_layout_gets_no_layout_words() -> None:
+    env = variant("local-slurm", lambda d: d["slurm"].pop("nodeLayouts"))
+    [node] = _settings(slurm_conf(env), "NodeName=")
+    assert "Sockets" not in node and "MemSpecLimit" not in node
+
+
+def test_site_lists_are_written_whole_once() -> None:
+    """A second GresTypes line replaces the first (slurmctld logs "GresTypes 1 specified more than once,
+    latest value used", Slurm 22.05): the fragment carries the site's whole list instead."""
+    env = variant(
+        "onprem-slurm",
+        lambda d: d["slurm"].update(gresTypes=["gpu", "mps"], accountingTres=["gres/gpu", "license/matlab"]),
+    )
+    lines = slurm_conf(env).splitlines()
+    assert [line for line in lines if line.startswith("GresTypes=")] == ["GresTypes=gpu,mps"]
+    assert [line for line in lines if line.startswith("AccountingStorageTRES=")] == [
+        "AccountingStorageTRES=gres/gpu,license/matlab"
+    ]
+    defaults = slurm_conf(stack("onprem-slurm")).splitlines()
+    assert "GresTypes=gpu" in defaults and "AccountingStorageTRES=gres/gpu" in defaults
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("gresTypes", ["mps"], "must include gpu"), ("accountingTres", ["cpu"], "must include gres/gpu")],
+)
+def test_site_lists_must_keep_the_gpu(field: str, value: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        variant("onprem-slurm", lambda d: d["slurm"].update({field: value}))

@@ -61,7 +61,8 @@ timeout() {{
   return "$FIXTURE_RC"
 }}
 on_head() {{
-  if [[ $3 == grpo_infra.preflight.ray_allreduce ]]; then
+  if [[ $1 == barrier ]]; then
+    shift
     printf '%s\\0' "$@" >"$SLURM_SUBMIT_DIR/launched"
     cat "$FIXTURE"
     return "$FIXTURE_RC"
@@ -69,7 +70,7 @@ on_head() {{
   "$@"
 }}
 {_block(_script(env), "fabric gate")}
-run_fabric_gate
+run_fabric_gate barrier || fail "not every node joined"
 log "training launched"
 """
     environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "FIXTURE": fixture, "FIXTURE_RC": str(rc)}
@@ -83,7 +84,7 @@ def _launched(tmp_path: Path) -> list[str]:
 def test_nccl_gate_runs_all_reduce_perf_on_every_gpu_before_ray(tmp_path: Path) -> None:
     env = stack("onprem-slurm")
     script = _script(env)
-    assert script.index("\nrun_fabric_gate\n") < script.index('ray_step 1 "$GRPO_RAY_HEAD_NODE" &')
+    assert script.index("\nrun_fabric_gate\n") < script.index("\nray_step &\n")
     proc = _run_gate(env, tmp_path, nodes=2, gpus=8, fixture=str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     argv = _launched(tmp_path)
@@ -150,14 +151,16 @@ def test_gloo_gate_runs_the_ray_program_after_the_barrier_before_training(tmp_pa
     env = stack("local-slurm")
     script = _script(env)
     assert "all_reduce_perf" not in script and "--mpi=" not in script
-    barrier = script.index('on_head python3 -c "$ready_program"')
-    gate = script.index("\nrun_fabric_gate\n")
+    # The gate runs in the barrier's process, right after it: one interpreter, one Ray connection.
+    barrier = script.index('barrier=(python3 -c "$ready_program"')
+    gate = script.index('\nrun_fabric_gate "${barrier[@]}"')
     assert barrier < gate < script.index('log "training launched')
+    assert 'on_head "$@" --gate grpo_infra.preflight.ray_allreduce ' in script
     fixture = tmp_path / "gate.out"
     fixture.write_text("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3\n  note: gloo\n")
     proc = _run_gate(env, tmp_path, nodes=3, gpus=8, fixture=str(fixture))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _launched(tmp_path) == ["python3", "-m", "grpo_infra.preflight.ray_allreduce", *gate_settings(env).argv()]
+    assert _launched(tmp_path) == ["--gate", "grpo_infra.preflight.ray_allreduce", *gate_settings(env).argv()]
     assert "grpo [test] fabric gate: PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3" in proc.stdout
     assert (tmp_path / "grpo-4242-gate" / "ray_allreduce.run0.log").read_text() == fixture.read_text()
 
@@ -232,3 +235,12 @@ def test_ray_auth_disabled_is_explicit(tmp_path: Path) -> None:
     assert not (tmp_path / "grpo-4242").exists()
     with pytest.raises(ValueError, match="rayAuth"):
         variant("local-slurm", lambda d: d["slurm"].update(rayAuth="password"))
+
+
+def test_a_barrier_that_fails_before_the_gate_is_not_reported_as_a_fabric_failure(tmp_path: Path) -> None:
+    fixture = tmp_path / "barrier.out"
+    fixture.write_text("grpo: joined 2/3 nodes, 16/24 GPUs\n")
+    proc = _run_gate(stack("local-slurm"), tmp_path, nodes=3, gpus=8, fixture=str(fixture), rc=1)
+    assert proc.returncode == 1 and "training launched" not in proc.stdout
+    assert "fabric gate: FAIL" not in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "grpo [test] ERROR: not every node joined"

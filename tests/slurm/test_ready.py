@@ -68,3 +68,29 @@ def test_barrier_fails_at_the_timeout_with_the_counts(ray_head: str) -> None:
     proc = _barrier(ray_head, 2, 4, 2)
     assert proc.returncode == 1
     assert "Ray readiness timeout after 2 s: joined 1/2 nodes, 2/4 GPUs; missing: node-b" in proc.stderr
+
+
+def test_the_gate_runs_in_the_barriers_process_on_its_connection(ray_head: str, tmp_path: Path) -> None:
+    """`--gate MODULE ARGS`: MODULE.main(ARGS + --address) once the cluster is whole, with Ray already connected."""
+    (tmp_path / "fake_gate.py").write_text(
+        "import ray\n"
+        "def main(argv):\n"
+        "    print('PASS connected=%s argv=%s' % (ray.is_initialized(), ' '.join(argv)), flush=True)\n"
+        "    return 0 if '--ok' in argv else 1\n"
+    )
+    program = READY_PROGRAM.read_text()
+    args = ["--address", ray_head, "--nodes", "1", "--gpus", "2", "--timeout", "60", "--node-ip-address", "127.0.0.1"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def run(*gate: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", program, *args, "--gate", "fake_gate", *gate],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+
+    passed = run("--ok", "--fabric", "none")
+    assert passed.returncode == 0, passed.stderr
+    assert f"PASS connected=True argv=--ok --fabric none --address {ray_head}" in passed.stdout
+    assert passed.stdout.index("joined 1/1 nodes, 2/2 GPUs") < passed.stdout.index("PASS connected=True")
+    failed = run("--fabric", "none")
+    assert failed.returncode == 3  # the gate failed: not the barrier's 1

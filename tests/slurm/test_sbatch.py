@@ -140,7 +140,7 @@ def test_ray_is_job_private_and_bound_to_the_chosen_address() -> None:
     assert '--temp-dir="$temp_dir"' in script and 'temp_dir="$GRPO_RAY_TMP_ROOT/$node"' in script
     assert '--num-cpus="$cpus" --num-gpus="$gpus"' in script
     assert "export RAY_USAGE_STATS_ENABLED=0" in script
-    assert "trap stop_job_ray EXIT" in script and "trap on_time_limit USR1" in script
+    assert "trap finish EXIT" in script and "stop_job_ray\n" in script and "trap on_time_limit USR1" in script
     assert "scontrol show hostnames" in script
     assert "GRPO_RAY_INTERFACE=eth0" in script
 
@@ -164,10 +164,13 @@ def test_secrets_are_required_from_the_environment_never_written() -> None:
 
 def test_container_runtimes() -> None:
     pyxis = _script(VARIANTS["local-pyxis"])
-    assert "container_srun_args=('--container-image=nvcr.io#verl/verl:0.6.0' '--container-mounts=/data:/data')" in pyxis
+    assert (
+        "container_srun_args=('--container-image=nvcr.io#verl/verl:0.6.0' '--container-mounts=/data:/data' "
+        "'--container-workdir=/tmp' --no-container-mount-home \"--container-name=$GRPO_CONTAINER_NAME\")"
+    ) in pyxis
     assert "container_exec=()" in pyxis
     apptainer = _script(VARIANTS["local-apptainer"])
-    assert "container_exec=(apptainer exec --nv --bind '/data,/ckpt:/ckpt' '/images/verl.sif')" in apptainer
+    assert "container_exec=(apptainer exec --nv --no-home --pwd '/tmp' --bind '/data,/ckpt:/ckpt'" in apptainer
     assert "container_srun_args=()" in apptainer
     plain = _script(stack("local-slurm"))
     assert "container_srun_args=()" in plain and "container_exec=()" in plain
