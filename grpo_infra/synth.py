@@ -10,11 +10,60 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .spec import Environment
 
-Renderer = Callable[[Environment], dict[str, str]]
+Render = Callable[[Environment], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """One output of a stack: the folders under `DIR/STACK/` it owns, and when it applies."""
+
+    name: str
+    folders: tuple[str, ...]
+    applies: Callable[[Environment], bool]
+    render: Render
+
+
+def _kubernetes(env: Environment) -> dict[str, str]:
+    from .k8s import render_files
+
+    return render_files(env)
+
+
+def _slurm(env: Environment) -> dict[str, str]:
+    from .slurmgen import render_files
+
+    return render_files(env)
+
+
+def _image(env: Environment) -> dict[str, str]:
+    from .image.dockerfile import render_files
+
+    return render_files(env)
+
+
+def _launcher(name: str) -> Renderer:
+    """A launch path besides the target (Ray by hand, SkyPilot, dstack), rendered when the stack names it."""
+
+    def render(env: Environment) -> dict[str, str]:
+        from .launchers import RENDERERS
+
+        return RENDERERS[name](env)
+
+    return Renderer(name, (name,), lambda env: env.launchers is not None and name in env.launchers.declared(), render)
+
+
+# Every output `synth` writes, one entry per renderer; a new target adds one line here.
+REGISTRY: tuple[Renderer, ...] = (
+    Renderer("kubernetes", ("kubernetes", "helm"), lambda env: env.target == "kubernetes", _kubernetes),
+    Renderer("slurm", ("slurm",), lambda env: env.target == "slurm", _slurm),
+    Renderer("image", ("image",), lambda env: env.image.build is not None, _image),
+    *(_launcher(name) for name in ("ray", "skypilot", "dstack")),
+)
 
 
 def file_mode(text: str) -> int:
@@ -23,23 +72,19 @@ def file_mode(text: str) -> int:
 
 
 def renderers(env: Environment) -> list[Renderer]:
-    """The renderers that apply to this environment's target."""
-    if env.target == "kubernetes":
-        from .k8s import render_files as kubernetes_files
-
-        return [kubernetes_files]
-    from .slurmgen import render_files as slurm_files
-
-    return [slurm_files]
+    """The registered renderers that apply to this environment."""
+    return [r for r in REGISTRY if r.applies(env)]
 
 
 def render(env: Environment) -> dict[str, str]:
-    """All files of a stack, keyed by their path under `DIR/STACK/`, in sorted order."""
+    """All files of a stack, keyed by their path under `DIR/STACK/`, in sorted order.
+
+    Each renderer writes only under its own folders, so two renderers can never overwrite each other."""
     files: dict[str, str] = {}
     for renderer in renderers(env):
-        for path, text in renderer(env).items():
-            if path in files:
-                raise RuntimeError(f"two renderers both write {path}")
+        for path, text in renderer.render(env).items():
+            if path.split("/", 1)[0] not in renderer.folders:
+                raise RuntimeError(f"renderer {renderer.name} wrote {path}, outside its folders {renderer.folders}")
             files[path] = text
     return dict(sorted(files.items()))
 

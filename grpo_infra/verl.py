@@ -2,7 +2,9 @@
 
 One function builds the Hydra overrides for both targets, so that the RayJob's entrypoint and
 the sbatch script launch the same training. The gang's shape (`trainer.nnodes`,
-`trainer.n_gpus_per_node`) comes from the pool, never from a hand-typed number.
+`trainer.n_gpus_per_node`) comes from the pool, never from a hand-typed number; the rollout engine
+(`rollout.name`) from the image's declared contents (grpo_infra/image), and `check` judges every key
+against the trainer config of the verl release the image declares.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from .image import rollout_engine
 from .spec import Environment
 from .spec.job import OverrideValue
 
@@ -41,7 +44,7 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("actor_rollout_ref.actor.use_kl_loss", job.kl.use_kl_loss),
         ("actor_rollout_ref.actor.kl_loss_coef", job.kl.coef),
         ("actor_rollout_ref.actor.kl_loss_type", job.kl.type),
-        ("actor_rollout_ref.rollout.name", job.rollout.engine),
+        ("actor_rollout_ref.rollout.name", rollout_engine(env)),
         ("actor_rollout_ref.rollout.n", job.rollout.group_size),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size", job.rollout.tensor_parallel),
         ("actor_rollout_ref.rollout.gpu_memory_utilization", job.rollout.gpu_memory_utilization),

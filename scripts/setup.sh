@@ -21,3 +21,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps verl==0.9.1
   touch "$stamp"
 fi
+
+# SkyPilot and dstack, whose own parsers the launcher tests load rendered files with; a venv of their
+# own because skypilot's click pin conflicts with the CLI's (requirements-launchers.txt).
+lstamp=.venv-launchers/.installed
+if [ ! -f "$lstamp" ] || [ requirements-launchers.txt -nt "$lstamp" ]; then
+  [ -x .venv-launchers/bin/python ] || "$PYTHON" -m venv .venv-launchers
+  .venv-launchers/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-launchers.txt
+  touch "$lstamp"
+fi

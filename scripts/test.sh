@@ -22,9 +22,16 @@ ruff format --check .
 # mount namespace; as a user, a user namespace too), so no /tmp/ray exists. Afterwards that /tmp holds
 # nothing of Ray's and no temp dir of the suite. Skipped where namespaces are not allowed.
 ray_tests=(tests/preflight/test_ray_allreduce.py)
+# A checkout that itself lives under /tmp is carried over onto the fresh /tmp at the same path (its
+# venv's scripts name that path), through a bind mount parked on /mnt while /tmp is replaced.
 # shellcheck disable=SC2016 # expanded by the inner shell
-fresh_tmp_check='set -e; mount -t tmpfs grpo-fresh-tmp /tmp; python -m pytest -p no:cacheprovider "$@"
-left=$(ls -A /tmp | grep -v "^pytest-of-" || true)
+fresh_tmp_check='set -e; repo=$PWD; keep=
+case "$repo" in /tmp/*) keep=${repo#/tmp/}; keep=${keep%%/*}; mount --bind "$repo" /mnt ;; esac
+mount -t tmpfs grpo-fresh-tmp /tmp
+if [ -n "$keep" ]; then mkdir -p "$repo"; mount --move /mnt "$repo"; fi
+cd "$repo"
+python -m pytest -p no:cacheprovider "$@"
+left=$(ls -A /tmp | grep -v -e "^pytest-of-" -e "^${keep:-^}\$" || true)
 [ -z "$left" ] || { echo "the Ray tests left in a fresh /tmp: $left" >&2; exit 1; }'
 if [ "$(id -u)" -eq 0 ]; then
   fresh_tmp=(unshare --mount --propagation private --)

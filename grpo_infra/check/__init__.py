@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..spec import Environment
 from .gang_rules import gang_violations
+from .image_rules import image_violations
+from .launcher_rules import launcher_violations
 from .paths import checkpoint_violations
 from .verl_rules import verl_violations
 from .violation import Violation
@@ -17,7 +19,7 @@ __all__ = ["Violation", "violations", "warnings"]
 
 def violations(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, target-independent rules first."""
-    found = [*gang_violations(env), *verl_violations(env), *checkpoint_violations(env)]
+    found = [*gang_violations(env), *verl_violations(env), *image_violations(env), *checkpoint_violations(env)]
     if env.target == "kubernetes":
         from .kubernetes_rules import kubernetes_violations
 
@@ -26,7 +28,7 @@ def violations(env: Environment) -> list[Violation]:
         from .slurm_rules import slurm_violations
 
         found += slurm_violations(env)
-    return found
+    return found + launcher_violations(env)
 
 
 def warnings(env: Environment) -> list[Violation]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..ports import block_count
 from ..spec import ENVIRONMENT_KEY, Environment
-from ..spec.slurm import time_limit_minutes
+from ..spec.pools import Pool
+from ..spec.slurm import PortRange, time_limit_minutes
 from .violation import Violation
 
 SLURM = f"{ENVIRONMENT_KEY}.slurm"
@@ -76,25 +77,34 @@ def _time(env: Environment) -> list[Violation]:
 
 
 def _ports(env: Environment) -> list[Violation]:
-    ports = env.slurm.ray_ports if env.slurm else None
-    assert ports is not None
+    slurm = env.slurm
+    assert slurm is not None
+    return port_range_violations(
+        "slurm", slurm.ray_ports, f"{SLURM}.rayPorts", shared_nodes=slurm.oversubscribe != "exclusive"
+    )
+
+
+def port_range_violations(target: str, ports: PortRange, where: str, *, shared_nodes: bool) -> list[Violation]:
+    """A Ray port range against the kernel's ephemeral range, and (nodes shared by jobs) against one block.
+
+    Every target that starts Ray on machines of its own (Slurm, the launchers) uses this rule."""
     out = []
     low, high = max(ports.start, EPHEMERAL_PORTS[0]), min(ports.end, EPHEMERAL_PORTS[1])
     if low <= high:
         out.append(
             Violation(
-                "slurm-ports-ephemeral",
-                f"{SLURM}.rayPorts",
+                f"{target}-ports-ephemeral",
+                where,
                 f"ports {low}-{high} are in the kernel's ephemeral range {EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]}; "
                 "a client socket can take one before Ray binds it",
                 f"{high - low + 1} ports",
             )
         )
-    if env.slurm and env.slurm.oversubscribe != "exclusive" and block_count(ports.start, ports.end) < 2:
+    if shared_nodes and block_count(ports.start, ports.end) < 2:
         out.append(
             Violation(
-                "slurm-ports-shared-nodes",
-                f"{SLURM}.rayPorts",
+                f"{target}-ports-shared-nodes",
+                where,
                 "nodes are shared between jobs, but the range holds one port block: two jobs would collide",
                 "1 block",
             )
@@ -103,14 +113,19 @@ def _ports(env: Environment) -> list[Violation]:
 
 
 def _interface(env: Environment) -> list[Violation]:
-    slurm, pool = env.slurm, env.gang.pool
+    slurm = env.slurm
     assert slurm is not None
-    if pool.fabric.interfaces and slurm.interface not in pool.fabric.interfaces:
+    return interface_violations("slurm", slurm.interface, env.gang.pool, f"{SLURM}.interface")
+
+
+def interface_violations(target: str, interface: str, pool: Pool, where: str) -> list[Violation]:
+    """Ray and NCCL bind to `interface`: it must be one of the pool's fabric interfaces when those are named."""
+    if pool.fabric.interfaces and interface not in pool.fabric.interfaces:
         return [
             Violation(
-                "slurm-interface",
-                f"{SLURM}.interface",
-                f"Ray and NCCL bind to {slurm.interface}, which is not an interface of pool {pool.name}'s fabric "
+                f"{target}-interface",
+                where,
+                f"Ray and NCCL bind to {interface}, which is not an interface of pool {pool.name}'s fabric "
                 f"({', '.join(pool.fabric.interfaces)})",
             )
         ]

@@ -17,7 +17,7 @@ import shlex
 from importlib import resources
 from typing import Any
 
-from .. import verl
+from .. import debug, verl
 from ..preflight.gate import gate_command
 from ..spec import Environment
 from .access import JOB_LABEL
@@ -90,9 +90,13 @@ def gate_mount() -> dict[str, Any]:
 
 
 def entrypoint(env: Environment) -> str:
-    """The RayJob's entrypoint: `sh -c '<gate> && <verl>'` with the gate on, verl's command alone without."""
+    """The RayJob's entrypoint: `sh -c '<gate> && <verl>'` with the gate on, verl's command alone without;
+    with `job.debug.rayDebugger: postMortem`, a debugpy check first."""
     gate = gate_command(env)
-    if gate is None:
+    guard = debug.debugpy_guard(env)
+    if gate is None and guard is None:
         return verl.shell_command(env)
-    script = f"{PYTHONPATH_PREFIX} {gate} && {verl.shell_command(env)}"
+    steps = [guard] if guard else []
+    steps += [f"{PYTHONPATH_PREFIX} {gate}"] if gate else []
+    script = " && ".join([*steps, verl.shell_command(env)])
     return shlex.join(["sh", "-c", script])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..image import ray_version
 from ..spec import Environment
 
 # Every health check waits this long and the next starts this long after the previous.
@@ -58,7 +59,7 @@ def probes(env: Environment, head: bool, agent_port: int = AGENT_PORT) -> dict[s
     settings = env.kubernetes.ray_job
     timeout = 5 if head else 2  # KubeRay's: the head's check covers the GCS too
     liveness = {
-        **_check(settings.ray_version, head, agent_port, timeout),
+        **_check(ray_version(env), head, agent_port, timeout),
         "initialDelaySeconds": LIVENESS_INITIAL_DELAY_S,
         "timeoutSeconds": timeout,
         "periodSeconds": HEALTH_CHECK_PERIOD_S,
@@ -66,7 +67,7 @@ def probes(env: Environment, head: bool, agent_port: int = AGENT_PORT) -> dict[s
         "failureThreshold": settings.node_loss.liveness_seconds // HEALTH_CHECK_PERIOD_S,
     }
     # A check of its own (not the liveness one's dict), so rendered YAML carries no anchors.
-    readiness = {**_check(settings.ray_version, head, agent_port, timeout), **READINESS, "timeoutSeconds": timeout}
+    readiness = {**_check(ray_version(env), head, agent_port, timeout), **READINESS, "timeoutSeconds": timeout}
     return {"livenessProbe": liveness, "readinessProbe": readiness}
 
 

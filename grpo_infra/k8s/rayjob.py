@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import debug
+from ..image import image_reference, ray_version
+from ..image.pods import image_guard_container
 from ..spec import Environment
 from ..spec.job import NfsExport
 from .access import JOB_LABEL, secret_references
@@ -25,6 +28,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 DASHBOARD_PORT = 8265
+# Ray's log directory in every Ray pod: NCCL's per-rank debug files (job.debug.ncclDebug) land next to Ray's.
+RAY_LOG_DIR = "/tmp/ray/session_latest/logs"
 # Fabrics whose drivers pin memory for RDMA need it unlimited in the container.
 _RDMA = ("infiniband", "roce", "efa")
 
@@ -60,8 +65,9 @@ def ray_job(env: Environment) -> dict[str, Any]:
     spec["backoffLimit"] = settings.backoff_limit
     spec["submitterPodTemplate"] = _submitter_template(env)
     spec["rayClusterSpec"] = {
-        # KubeRay reads the image's Ray release (token authentication needs >= 2.52.0).
-        "rayVersion": settings.ray_version,
+        # The image's declared Ray: KubeRay v1.7.0 picks probes by it (HTTP /api/healthz from 2.53.0,
+        # controllers/ray/common/pod.go:721-730) and accepts token auth from 2.52.0 (utils/validation.go:284-298).
+        "rayVersion": ray_version(env),
         **ray_auth_options(env),
         "enableInTreeAutoscaling": False,
         "headGroupSpec": _head_group(env),
@@ -79,7 +85,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
     cpu, memory = cpu_quantity(head_cpu_milli(env)), memory_quantity(head_memory_mi(env))
     container = {
         "name": "ray-head",
-        "image": env.job.image,
+        "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
         "env": _env(env, gpu=False),
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
@@ -98,7 +104,7 @@ def _head_group(env: Environment) -> dict[str, Any]:
         "serviceType": "ClusterIP",
         # Inside the pod's own network namespace: the operator and submitter reach it on the pod address,
         # port-forward on loopback; the ClusterIP service and the NetworkPolicy bound who else can.
-        "rayStartParams": {"dashboard-host": "0.0.0.0"},
+        "rayStartParams": {"dashboard-host": "0.0.0.0", **debug.ray_start_params(env)},
         "template": {"metadata": _pod_metadata(env), "spec": pod},
     }
 
@@ -112,7 +118,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     agent_port = int(start_params.get("dashboard-agent-listen-port", AGENT_PORT))
     container: dict[str, Any] = {
         "name": "ray-worker",
-        "image": env.job.image,
+        "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
         "env": _env(env, gpu=True),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
@@ -140,7 +146,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
         "minReplicas": gang.nodes,
         "maxReplicas": gang.nodes,
         "numOfHosts": 1,
-        "rayStartParams": start_params,
+        "rayStartParams": {**start_params, **debug.ray_start_params(env)},
         "template": {"metadata": metadata, "spec": spec},
     }
 
@@ -156,7 +162,7 @@ def _submitter_template(env: Environment) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "ray-job-submitter",
-                    "image": env.job.image,
+                    "image": image_reference(env),
                     "imagePullPolicy": "IfNotPresent",
                     "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
                 }
@@ -179,6 +185,7 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> di
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
+        "initContainers": [image_guard_container(env)],
         "containers": [container],
         "volumes": _volumes(env, memory_mi),
     }
@@ -189,6 +196,7 @@ def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
     if gpu:
         out += [{"name": k, "value": v} for k, v in worker_nccl_env(env)]
     out += [{"name": k, "value": v} for k, v in ray_health_env(env)]
+    out += [{"name": k, "value": v} for k, v in debug.debug_env(env, RAY_LOG_DIR)]
     out += [
         {"name": ref.env, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for ref in secret_references(env)

@@ -146,7 +146,7 @@ def groups() -> tuple[Group, ...]:
                     f"{kueue}/cmd/kueue",
                     data=(
                         (kueue, "config/components/crd/bases"),
-                        (kueue, "config/components/crd/patches"),
+                        (kueue, "config/components/crd/kustomization.yaml"),
                         (kueue, "config/components/webhook/manifests.yaml"),
                     ),
                 ),
@@ -202,6 +202,12 @@ def groups() -> tuple[Group, ...]:
             # provider/go.mod replaces its sibling sdk/v4 at v4.24.0, which is not served; the
             # provider's program does not import it, only the module graph names it.
             relative_version={"*": "v4.29.0"},
+            # ...but sdk/v4 v4.29.0 asks for a newer Pulumi SDK than the provider compiles with
+            # (pkg v3.215.0's plugin.NewContextWithRoot): hold both at the provider's own versions.
+            extra_replaces={
+                pulumi_pkg: f"{pulumi_pkg} v3.215.0",
+                pulumi_sdk: f"{pulumi_sdk} v3.215.0",
+            },
             binaries=(
                 Binary(
                     "pulumi-resource-kubernetes",

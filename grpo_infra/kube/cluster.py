@@ -15,6 +15,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -71,14 +72,17 @@ def run_kubectl(
     paths: Paths, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """kubectl against the local cluster; a failure is a KubeError with kubectl's own message."""
-    proc = subprocess.run(
-        [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    # A discovery cache of its own per call: kubectl otherwise keeps the API list from before the
+    # CRDs existed (in ~/.kube/cache, shared across clusters at the same address) and refuses new kinds.
+    with tempfile.TemporaryDirectory(prefix="kubectl-cache-", dir=paths.root) as cache:
+        proc = subprocess.run(
+            [tool("kubectl"), f"--kubeconfig={paths.kubeconfig}", f"--cache-dir={cache}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     if check and proc.returncode != 0:
         raise KubeError(f"kubectl {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -90,8 +94,7 @@ def kubectl(paths: Paths, *args: str, stdin: str | None = None, check: bool = Tr
 
 def apply(paths: Paths, objects: Sequence[dict[str, Any]], validate: str = "strict") -> list[str]:
     """Server-side apply, as Pulumi's provider does: the API server validates against the real
-    schemas. `validate="warn"` accepts fields a schema lacks (dropping them) and returns the API
-    server's warnings; `strict` refuses them."""
+    schemas and refuses a field a schema does not declare. Returns the API server's warnings."""
     text = yaml.safe_dump_all(list(objects), sort_keys=False)
     proc = run_kubectl(
         paths,
@@ -222,7 +225,9 @@ def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float) -> dic
     _start_control_plane(paths, pki, timeout)
     # Namespaces the operators and tests expect, then the CRDs (established before any CR is made).
     apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
-    apply(paths, crds(pki.ca.read_bytes()))
+    # validate=false: the API server still checks the CRDs; kubectl skips fetching the OpenAPI
+    # document, which is slow to build while these large CRDs are being added.
+    apply(paths, crds(pki.ca.read_bytes()), validate="false")
     kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
 
     _start_kwok(paths)
@@ -458,6 +463,8 @@ def env_exports(root: Path = ROOT) -> str:
     return "\n".join(
         [
             f"export KUBECONFIG={paths.kubeconfig}",
+            # kubectl's discovery cache for this cluster only (it goes with `down`).
+            f"export KUBECACHEDIR={paths.root / 'kubectl-cache'}",
             f'export PATH={":".join(bins)}:"$PATH"',
             # Pulumi offline: state in a local backend, no update check, plugins only from PATH.
             f"export PULUMI_HOME={paths.pulumi_home}",

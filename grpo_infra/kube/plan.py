@@ -28,17 +28,22 @@ from .versions import ETCD, KUBERAY, KUBERNETES, KUEUE, KWOK, PULUMI, PULUMI_KUB
 ROOT = Path(os.environ.get("GRPO_KUBE_ROOT", f"/tmp/grpo-kube-{os.getuid()}"))
 LOOPBACK = "127.0.0.1"
 # Every port binds 127.0.0.1 only; numbers chosen away from the defaults of a real cluster's
-# components, so a kind or minikube on the same machine does not collide.
+# components, so a kind or minikube on the same machine does not collide. GRPO_KUBE_PORT_OFFSET
+# shifts them all (e.g. for a second machine user).
+_OFFSET = int(os.environ.get("GRPO_KUBE_PORT_OFFSET", "0"))
 PORTS = {
-    "etcd-client": 23790,
-    "etcd-peer": 23800,
-    "apiserver": 16443,
-    "controller-manager": 20257,
-    "scheduler": 20259,
-    "kueue-webhook": 19443,
-    "kueue-health": 18081,
-    "kuberay-health": 18082,
-    "kwok": 18090,
+    name: port + _OFFSET
+    for name, port in {
+        "etcd-client": 23790,
+        "etcd-peer": 23800,
+        "apiserver": 16443,
+        "controller-manager": 20257,
+        "scheduler": 20259,
+        "kueue-webhook": 19443,
+        "kueue-health": 18081,
+        "kuberay-health": 18082,
+        "kwok": 18090,
+    }.items()
 }
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -273,16 +278,19 @@ def webhook_configurations(manifests: str, ca_pem: bytes) -> list[dict[str, Any]
     return out
 
 
-def _conversion_kinds(patches: Path) -> set[str]:
-    """The CRDs Kueue converts with its webhook (`webhook_in_<plural>.yaml` in its kustomize patches)."""
-    return {m[1] for p in patches.glob("webhook_in_*.yaml") if (m := re.fullmatch(r"webhook_in_(.+)\.yaml", p.name))}
+def conversion_kinds(kustomization: str) -> set[str]:
+    """The CRDs (by plural) Kueue converts with its webhook: the `webhook_in_<plural>.yaml` patches its
+    CRD kustomization applies (config/components/crd/kustomization.yaml; not every patch file is used)."""
+    patches = (yaml.safe_load(kustomization) or {}).get("patches") or []
+    paths = [p.get("path", "") if isinstance(p, dict) else str(p) for p in patches]
+    return {m[1] for path in paths if (m := re.fullmatch(r"patches/webhook_in_(.+)\.yaml", path))}
 
 
 def crds(ca_pem: bytes) -> list[dict[str, Any]]:
     """Kueue's and KubeRay's CRDs from the modules the controllers are built from; Kueue's
     multi-version kinds convert through its webhook on 127.0.0.1."""
     kueue_dir = data_dir("kueue") / "config/components/crd"
-    convert = _conversion_kinds(kueue_dir / "patches")
+    convert = conversion_kinds((kueue_dir / "kustomization.yaml").read_text())
     out = []
     for path in sorted((kueue_dir / "bases").glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())

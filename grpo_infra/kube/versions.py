@@ -13,7 +13,7 @@ from pathlib import Path
 KUBERNETES = "v1.35.4"
 ETCD = "v3.6.16"
 KUEUE = "v0.17.0"
-KUBERAY = "v1.5.0"
+KUBERAY = "v1.6.0"
 KWOK = "v0.8.0"
 PULUMI = "v3.274.1"
 # The provider module has no tag the proxy serves; this pseudo-version is its v4.25.0 commit.

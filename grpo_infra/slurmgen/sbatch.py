@@ -12,8 +12,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import verl
+from .. import debug, verl
 from ..fabric import nccl_env
+from ..image import container_image, guard_program, slurm_guard_args
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
@@ -146,8 +147,10 @@ def single_quoted(word: str) -> str:
     return "'" + word.replace("'", "'\\''") + "'"
 
 
-def container_args(container: Container) -> ContainerArgs:
+def container_args(container: Container, image: str | None) -> ContainerArgs:
     """pyxis: `srun --container-image --container-name ...`; Apptainer: `apptainer exec --nv --no-home ...`.
+
+    `image` is the stack's image in the runtime's syntax (grpo_infra.image.container_image).
 
     pyxis gives each srun step without `--container-name` a container of its own, removed when the step
     ends (pyxis `srun --help`: "Unnamed containers are removed after the slurm task is complete"), so the
@@ -166,8 +169,8 @@ def container_args(container: Container) -> ContainerArgs:
     mounts = ",".join(container.mounts)
     workdir = container.workdir or DEFAULT_WORKDIR
     if container.runtime == "pyxis":
-        assert container.image is not None
-        srun_args = [single_quoted(f"--container-image={container.image}")]
+        assert image is not None
+        srun_args = [single_quoted(f"--container-image={image}")]
         if mounts:
             srun_args.append(single_quoted(f"--container-mounts={mounts}"))
         srun_args += [
@@ -177,12 +180,12 @@ def container_args(container: Container) -> ContainerArgs:
         ]
         return ContainerArgs("pyxis", srun_args, [], named=True)
     if container.runtime == "apptainer":
-        assert container.image is not None
+        assert image is not None
         prefix = ["apptainer", "exec", "--nv", "--no-home", "--pwd", single_quoted(workdir)]
         if mounts:
             prefix += ["--bind", single_quoted(mounts)]
         prefix += ["--bind", '"$GRPO_RAY_TMP_ROOT"']
-        return ContainerArgs("apptainer", [], [*prefix, single_quoted(container.image)], named=False)
+        return ContainerArgs("apptainer", [], [*prefix, single_quoted(image)], named=False)
     return ContainerArgs("none", [], [], named=False)
 
 
@@ -222,10 +225,37 @@ def sbatch(env: Environment) -> str:
         checkpoint_dir=shlex.quote(job.checkpoint.dir),
         resume=job.checkpoint.resume,
         verl_words=verl_words(env),
-        container=container_args(slurm.container),
+        container=container_args(slurm.container, container_image(env)),
         gate=fabric_gate(env),
         ray_auth=slurm.ray_auth,
+        debug=debug_settings(env),
         container_name=CONTAINER_NAME,
         checkpoint_save_secs=slurm.checkpoint_save_seconds,
         save_freq=job.checkpoint.save_freq,
+        image_guard_program=guard_program().rstrip("\n"),
+        image_guard_args=[shlex.quote(a) for a in slurm_guard_args(env)],
+    )
+
+
+# The job's log directory for NCCL's per-rank files: next to the job's output, on the submit file system.
+NCCL_LOG_DIR = "${SLURM_SUBMIT_DIR:-$PWD}/${SLURM_JOB_NAME:-job}-${SLURM_JOB_ID}-nccl"
+
+
+@dataclass(frozen=True)
+class DebugSettings:
+    """`job.debug` as the sbatch applies it (grpo_infra/debug.py holds the rule)."""
+
+    exports: list[tuple[str, str]]
+    """Double-quoted: the log directory expands in the batch shell."""
+    ray_start_args: list[str]
+    debugpy_check: str | None
+    warning: str | None
+
+
+def debug_settings(env: Environment) -> DebugSettings:
+    return DebugSettings(
+        exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NCCL_LOG_DIR)],
+        ray_start_args=debug.ray_start_args(env),
+        debugpy_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
+        warning=debug.warning(env),
     )

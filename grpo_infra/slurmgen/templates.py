@@ -12,9 +12,11 @@ TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "slurm"
 
 
 @cache
-def _environment() -> jinja2.Environment:
+def shell_templates(directory: Path) -> jinja2.Environment:
+    """Jinja2 over a folder of shell-script templates: strict, unescaped, and with a comment marker
+    that does not collide with bash (the Slurm templates and the launchers' scripts share it)."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -28,4 +30,4 @@ def _environment() -> jinja2.Environment:
 
 def render_template(name: str, **context: Any) -> str:
     """Render `slurm/<name>` with already computed values."""
-    return _environment().get_template(name).render(**context)
+    return shell_templates(TEMPLATE_DIR).get_template(name).render(**context)

@@ -9,8 +9,10 @@ import hostlist
 from pydantic import Field, model_validator
 
 from .base import SpecModel
+from .image import Image
 from .job import Job
 from .kubernetes import Kubernetes
+from .launchers import Launchers
 from .pools import Pool
 from .slurm import Slurm
 from .tenants import Tenant
@@ -27,7 +29,11 @@ class Environment(SpecModel):
     slurm: Slurm | None = None
     pools: list[Pool] = Field(min_length=1)
     tenants: list[Tenant] = Field(min_length=1)
+    image: Image
+    """The job's container image and what it holds (docs/images.md)."""
     job: Job
+    launchers: Launchers | None = None
+    """Launch paths rendered besides the target: Ray by hand, SkyPilot, dstack (docs/launchers.md)."""
 
     @model_validator(mode="after")
     def _target_block(self) -> Environment:
@@ -136,6 +142,16 @@ class Environment(SpecModel):
                     f"kubernetes.nodeReserve ({reserve.cpus:g} CPUs, {reserve.memory_gib:g} GiB) leaves nothing of "
                     f"pool {pool.name}'s nodes ({pool.cpus} CPUs, {pool.memory_gib} GiB)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _image_reachable(self) -> Environment:
+        """Pods and containerized Slurm steps pull `image.ref`; only Slurm without a container runtime runs without one."""
+        needs_ref = self.slurm is None or (
+            self.slurm.container.runtime != "none" and self.slurm.container.image is None
+        )
+        if needs_ref and self.image.ref is None:
+            raise ValueError("image.ref is required: the registry reference the job's pods or containers pull")
         return self
 
     @property

@@ -10,6 +10,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
 from ..preflight.verdict import DEFAULT_FRACTION
 from .base import EnvName, PositiveInt, SpecModel
+from .debug import DEBUG_ENV_KEYS, Debug
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
 # Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
@@ -80,8 +81,9 @@ class Batch(SpecModel):
 class Rollout(SpecModel):
     """GRPO rollouts: engine, parallelism, group size."""
 
-    engine: Literal["vllm", "sglang"]
-    """Rollout engine (`actor_rollout_ref.rollout.name`)."""
+    engine: Literal["vllm", "sglang"] | None = Field(
+        default=None, description="Rollout engine (`actor_rollout_ref.rollout.name`); the image's engine when omitted."
+    )
     tensor_parallel: PositiveInt
     """Rollout tensor-parallel size; divides the GPUs of a node."""
     group_size: Annotated[int, Field(ge=2)] = Field(
@@ -240,8 +242,6 @@ class Job(SpecModel):
     pool: str
     """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
-    image: Annotated[str, StringConstraints(min_length=1, pattern=r"^\S+$")]
-    """The verl container image."""
     model_path: Annotated[str, StringConstraints(min_length=1)]
     """`actor_rollout_ref.model.path`."""
     data: Data
@@ -264,6 +264,7 @@ class Job(SpecModel):
     secrets: list[SecretRef] = Field(default_factory=list)
     """Environment variables taken from Pulumi secrets of this stack."""
     preflight: Preflight = Field(default_factory=Preflight)
+    debug: Debug = Field(default_factory=Debug)
 
     @field_validator("overrides")
     @classmethod
@@ -279,6 +280,9 @@ class Job(SpecModel):
         leaked = sorted(k for k in env if _SECRET_LIKE.search(k))
         if leaked:
             raise ValueError(f"{', '.join(leaked)} looks like a credential; list it under `secrets` instead")
+        owned = sorted(DEBUG_ENV_KEYS & set(env))
+        if owned:
+            raise ValueError(f"the debugger switch owns {', '.join(owned)}; set `job.debug` instead")
         return env
 
     @field_validator("secrets")

@@ -237,10 +237,10 @@ class RayJobSettings(SpecModel):
     )
     node_loss: NodeLoss = Field(default_factory=NodeLoss)
     """How fast a lost or wedged Ray node ends the attempt (docs/kubernetes.md, "When a node is lost")."""
-    ray_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = Field(
-        default=RAY_VERSION,
-        description="The Ray release inside `job.image` (`rayClusterSpec.rayVersion`); KubeRay accepts "
-        f"`rayAuth: token` only from {TOKEN_AUTH_MIN_RAY}.",
+    ray_version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] | None = Field(
+        default=None,
+        description="Leave unset: `rayClusterSpec.rayVersion` is `image.contents.ray`. When set, `check` refuses "
+        f"it unless it equals the image's Ray; KubeRay accepts `rayAuth: token` only from {TOKEN_AUTH_MIN_RAY}.",
     )
     ray_auth: Literal["token", "disabled"] = Field(
         default="token",
@@ -250,7 +250,11 @@ class RayJobSettings(SpecModel):
 
     @model_validator(mode="after")
     def _token_auth_needs_ray(self) -> RayJobSettings:
-        if self.ray_auth == "token" and _release(self.ray_version) < _release(TOKEN_AUTH_MIN_RAY):
+        if (
+            self.ray_version is not None
+            and self.ray_auth == "token"
+            and _release(self.ray_version) < _release(TOKEN_AUTH_MIN_RAY)
+        ):
             raise ValueError(
                 f"rayAuth: token needs Ray >= {TOKEN_AUTH_MIN_RAY} in the image, but rayVersion is "
                 f"{self.ray_version}; use a newer image (and set rayVersion to its Ray) or set rayAuth: disabled"

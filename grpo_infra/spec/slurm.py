@@ -52,7 +52,9 @@ class Container(SpecModel):
     runtime: Literal["none", "pyxis", "apptainer"]
     """`none`, Pyxis/Enroot (`srun --container-image`) or Apptainer (`apptainer exec --nv`)."""
     image: Annotated[str, StringConstraints(min_length=1)] | None = Field(
-        default=None, description="Image for pyxis (e.g. nvcr.io#org/verl:tag) or a .sif path for Apptainer."
+        default=None,
+        description="The stack's image (`image`) in this runtime's own form: an enroot squashfs or URI for pyxis, "
+        "a .sif for Apptainer; `image.ref` is pulled when omitted.",
     )
     mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$")]] = Field(default_factory=list)
     """`/host/path:/container/path` bind mounts."""
@@ -64,8 +66,6 @@ class Container(SpecModel):
 
     @model_validator(mode="after")
     def _image_when_needed(self) -> Container:
-        if self.runtime != "none" and self.image is None:
-            raise ValueError(f"container runtime {self.runtime} needs an `image`")
         if self.runtime == "none" and (self.image or self.mounts or self.workdir):
             raise ValueError("container runtime `none` takes no `image`, `mounts` or `workdir`")
         return self

@@ -28,7 +28,7 @@ def test_token_auth_is_on_by_default_with_the_images_ray_version(stack: str) -> 
     # The token Secret has a fixed name, so the tenant's Role can grant `get` on it alone; its value is
     # Pulumi's, never rendered.
     assert cluster["authOptions"] == {"mode": "token", "secretName": f"{env.job.name}-ray-token"}
-    assert cluster["rayVersion"] == env.kubernetes.ray_job.ray_version == RAY_VERSION
+    assert cluster["rayVersion"] == env.image.contents.ray == RAY_VERSION
     assert "enableK8sTokenAuth" not in cluster["authOptions"], "KubeRay rejects it for RayJobs"
     assert "RAY_AUTH_TOKEN" not in str(ray_job(env)), "KubeRay injects the token variables itself"
 

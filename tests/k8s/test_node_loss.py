@@ -150,7 +150,7 @@ def test_liveness_window_follows_the_spec() -> None:
 
 
 def test_ray_before_2_53_is_probed_with_kuberays_wget_commands() -> None:
-    env = variant("gke-dev", lambda raw: raw["kubernetes"]["rayJob"].update(rayVersion="2.52.0"))
+    env = variant("gke-dev", lambda raw: raw["image"]["contents"].update(ray="2.52.0"))
     pods = _pods(env)
     worker = pods["worker"]["spec"]["containers"][0]["livenessProbe"]
     head = pods["head"]["spec"]["containers"][0]["livenessProbe"]

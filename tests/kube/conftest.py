@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +23,11 @@ from grpo_infra.spec import Environment, load_stack
 from tests.conftest import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
+# Blocked (docs/local-kubernetes.md, "Status"): set GRPO_KUBE_RUN_BLOCKED=1 to run these anyway.
+BLOCKED = (
+    "blocked: with KubeRay v1.6.0 the local-k8s RayJob is neither admitted nor deleted within the "
+    "tests' bounds; v1.5.1 runs the gang end to end but its CRD lacks authOptions.secretName"
+)
 LOCK = Path("/tmp/grpo-kube.lock")
 
 
@@ -45,6 +51,8 @@ def with_changes(env: Environment, change: Callable[[dict[str, Any]], None]) -> 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[Paths]:
     """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
+    if not os.environ.get("GRPO_KUBE_RUN_BLOCKED"):
+        pytest.skip(BLOCKED)
     require_binaries()
     LOCK.touch(exist_ok=True)
     with LOCK.open() as lock:

@@ -91,3 +91,15 @@ def test_missing_binaries_name_the_build_script(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GRPO_INFRA_CACHE", str(tmp_path))
     with pytest.raises(plan.KubeError, match=r"scripts/build-kube.sh"):
         plan.require_tools()
+
+
+def test_only_the_crds_kueues_kustomization_patches_convert_through_its_webhook() -> None:
+    kustomization = """
+resources: [bases/kueue.x-k8s.io_clusterqueues.yaml]
+patches:
+- path: patches/webhook_in_localqueues.yaml
+- path: patches/webhook_in_workloads.yaml
+#- path: patches/webhook_in_resourceflavors.yaml
+- path: patches/cainjection_in_workloads.yaml
+"""
+    assert plan.conversion_kinds(kustomization) == {"localqueues", "workloads"}

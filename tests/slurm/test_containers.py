@@ -40,13 +40,14 @@ def test_pyxis_steps_share_one_named_container_per_node() -> None:
     script = _script(stack("onprem-slurm"))
     assert 'export GRPO_CONTAINER_NAME="grpo-${SLURM_JOB_ID}"' in script
     assert (
-        "container_srun_args=('--container-image=nvcr.io#verl/verl:0.6.0' "
+        "container_srun_args=('--container-image=registry.hpc.example.internal#grpo/verl:0.9.1-vllm0.24.0-ray2.60.0-gate' "
         "'--container-mounts=/lustre/models:/models,/lustre/data:/data,/lustre/checkpoints:/checkpoints' "
         "'--container-workdir=/checkpoints' --no-container-mount-home \"--container-name=$GRPO_CONTAINER_NAME\")"
     ) in script
     into_image = [line for line in _srun_lines(script) if '"${container_srun_args[@]}"' in line]
-    # The nccl-tests gate, the Ray steps of every node, and on_head (barrier, verdict, driver): all named.
-    assert len(into_image) == 3
+    # The image guard, the nccl-tests gate, the Ray steps of every node, and on_head (barrier, verdict,
+    # driver): all named.
+    assert len(into_image) == 4
     assert any('--nodelist="$GRPO_RAY_HEAD_NODE"' in line for line in into_image)  # on_head attaches
     # The host steps (addresses, container removal) run outside the image.
     on_host = [line for line in _srun_lines(script) if "container_srun_args" not in line]

@@ -1,8 +1,13 @@
-"""Every override we hand verl exists in verl's own trainer config and parses in Hydra's grammar."""
+"""Every override we hand verl exists in verl's own trainer config and parses in Hydra's grammar.
+
+The config `check` uses is the one stored for the verl release each stack's image declares
+(grpo_infra/image/verl_config); these tests hold the stored copy of the installed release equal to
+its wheel's, and judge every shipped stack against the installed verl too."""
 
 from __future__ import annotations
 
 import importlib.util
+from importlib.metadata import distribution, version
 from pathlib import Path
 
 import pytest
@@ -10,6 +15,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from grpo_infra import verl
+from grpo_infra.image.verl_releases import RELEASES, config_keys, flatten_keys
 from grpo_infra.spec import load_stack
 from grpo_infra.spec.job import DERIVED_OVERRIDES
 from tests.conftest import ROOT, SHIPPED_STACKS
@@ -36,6 +42,37 @@ def _lookup(key: str) -> object:
             return _MISSING
         node = child
     return node
+
+
+def test_stored_config_keys_of_the_installed_verl_are_its_wheels() -> None:
+    installed = version("verl")
+    text = (_verl_config_dir() / "_generated_ppo_trainer.yaml").read_text()
+    assert config_keys(installed) == frozenset(flatten_keys(text))
+
+
+def test_stored_release_facts_of_the_installed_verl_are_its_metadata() -> None:
+    """Requires-Python and each engine extra's pins, as the installed wheel's METADATA states them."""
+    dist = distribution("verl")
+    stored = RELEASES[dist.version]
+    assert stored.python == _normalized(dist.metadata["Requires-Python"])
+    pins = {}
+    for requirement in dist.requires or []:
+        spec, _, marker = requirement.partition(";")
+        for engine in ("vllm", "sglang"):
+            if f'extra == "{engine}"' in marker and spec.startswith((f"{engine}==", "torch==")):
+                pins[(engine, spec.split("==")[0])] = "==" + spec.split("==")[1]
+    assert {e: pins[(e, e)] for e in ("vllm", "sglang")} == stored.engines
+    assert {pins[(e, "torch")] for e in ("vllm", "sglang")} == {stored.torch}
+
+
+def _normalized(specifier: str) -> str:
+    """`<3.13,>=3.10` and `>=3.10,<3.13` are the same specifier."""
+    return ",".join(sorted(specifier.split(","), key=lambda c: c.lstrip("<>=!~")))
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_every_shipped_stack_declares_the_installed_verl(stack: str) -> None:
+    assert load_stack(stack, ROOT).environment.image.contents.verl == version("verl")
 
 
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)

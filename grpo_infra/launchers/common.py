@@ -1,0 +1,141 @@
+"""What every launcher shares: the node functions (ports, address, environment, Ray start, readiness,
+stop) and the job's entrypoint (fabric gate, then verl), each from the rule the Slurm and Kubernetes
+targets already use.
+
+- ports: `grpo_infra.ports` through `slurmgen.sbatch.port_vars`, the same shell variables as the sbatch;
+- readiness: the sbatch's barrier program (`slurmgen/ray_ready.py`), counting the gang's nodes and GPUs;
+- environment: `fabric.nccl_env` for the pool, the spec's `job.env`, `debug.debug_env`;
+- entrypoint: `preflight.gate.gate_command` (the gate the RayJob runs) and `verl.shell_command`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import debug, verl
+from ..fabric import nccl_env
+from ..ports import BLOCK_SIZE, block_count
+from ..preflight.gate import gate_command
+from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, port_vars, single_quoted
+from ..slurmgen.templates import shell_templates
+from ..spec import Environment
+from ..spec.slurm import PortRange
+
+TEMPLATES = Path(__file__).with_name("templates")
+# Where a run's per-node Ray temp dirs live: `$GRPO_RAY_TMPDIR/grpo-ray-<run>/<node>`.
+RUN_ROOT = "${GRPO_RAY_TMPDIR:-/tmp}/grpo-ray-${GRPO_RUN_ID}"
+# The node's Ray log directory; NCCL's per-rank debug files go there, next to Ray's own logs.
+NODE_LOG_DIR = "$node_temp_dir/session_latest/logs"
+# Gate code shipped with the job (as the RayJob ships it in a ConfigMap): the package directory.
+GATE_PACKAGE_DIR = "gate/grpo_infra"
+
+
+def render_template(name: str, **context: Any) -> str:
+    return shell_templates(TEMPLATES).get_template(name).render(**context)
+
+
+def job_environment(env: Environment, interface: str | None) -> list[tuple[str, str]]:
+    """Plain variables of every process: the pool's fabric (sockets on `interface` when the fabric
+    names none), then the spec's `job.env`. Never a secret."""
+    return [*nccl_env(env.gang.pool, interface), *sorted(env.job.env.items())]
+
+
+def node_functions(env: Environment, ports: PortRange, interface: str | None) -> str:
+    """The shell functions every launcher's node script starts with."""
+    return render_template(
+        "ray_node.sh.j2",
+        port_start=ports.start,
+        port_end=ports.end,
+        port_blocks=block_count(ports.start, ports.end),
+        block_size=BLOCK_SIZE,
+        port_vars=port_vars(),
+        exports=[(name, single_quoted(value)) for name, value in job_environment(env, interface)],
+        # Double quotes: the log directory is the node's own, expanded on the node.
+        debug_exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NODE_LOG_DIR)],
+        debug_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
+        debug_warning=debug.warning(env),
+        debug_start_args=debug.ray_start_args(env),
+        secrets=[s.env for s in env.job.secrets],
+        ready_timeout=DEFAULT_READY_TIMEOUT_S,
+        ready_program=READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
+        nodes=env.gang.nodes,
+        world_size=env.gang.world_size,
+    ).rstrip("\n")
+
+
+def gate_prefixed(env: Environment, gate_dir: str, driver: str | None = None) -> str:
+    """The head's command with the shipped gate package on the gate's import path only."""
+    gate = gate_command(env)
+    main = driver if driver is not None else verl.shell_command(env)
+    if gate is None:
+        return main
+    return f'PYTHONPATH="{gate_dir}${{PYTHONPATH:+:$PYTHONPATH}}" {gate} && {main}'
+
+
+def cloud_node_script(
+    env: Environment,
+    *,
+    ports: PortRange,
+    interface: str | None,
+    tool: str,
+    ips_var: str,
+    rank_var: str,
+    head_var: str,
+    gpus_var: str,
+    gate_dir: str,
+    dashboard_loopback: bool,
+    count_var: str | None = None,
+) -> str:
+    """The script every node of a SkyPilot or dstack run executes: rank 0 is the head (readiness
+    wait, fabric gate, verl), the others join it and live as long as it does."""
+    return render_template(
+        "cloud_node.sh.j2",
+        node_functions=node_functions(env, ports, interface),
+        job_name=env.job.name,
+        tool=tool,
+        ips_var=ips_var,
+        rank_var=rank_var,
+        head_var=head_var,
+        gpus_var=gpus_var,
+        nodes=env.gang.nodes,
+        gpus_per_node=env.gang.gpus_per_node,
+        run_root=RUN_ROOT,
+        ready_timeout=DEFAULT_READY_TIMEOUT_S,
+        gate=env.job.preflight.nccl.enabled,
+        head_command=gate_prefixed(env, gate_dir),
+        entrypoint_command=gate_prefixed(env, gate_dir, driver='bash -c "$GRPO_ENTRYPOINT"'),
+        dashboard_loopback=dashboard_loopback,
+        count_var=count_var,
+    )
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (scripts) as YAML literal blocks, so the rendered file reads like the script."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_LiteralDumper.add_representer(str, _str)
+
+
+def dump_yaml(header: str, document: dict[str, Any]) -> str:
+    """`header` comment lines, then the document with scripts as literal blocks, keys in the given order."""
+    body = yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=120, allow_unicode=True)
+    return header + body
+
+
+def gate_package_files(folder: str) -> dict[str, str]:
+    """The fabric gate's package under `<folder>/gate/`, as the RayJob's ConfigMap ships it
+    (`k8s.gate.gate_files`); an empty `__init__.py` gets a comment line, so every file has content."""
+    from ..k8s.gate import gate_files
+
+    return {
+        f"{folder}/gate/{path}": text or "# The fabric gate's package, shipped with the job by grpo-infra.\n"
+        for path, text in gate_files().items()
+    }

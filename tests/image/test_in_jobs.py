@@ -1,0 +1,171 @@
+"""The image in the rendered jobs: the RayJob's image, rayVersion and guard init containers; the sbatch's
+container image and guard step. The rendered guard commands are run for real here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_infra.k8s.rayjob import ray_job
+from grpo_infra.slurmgen import SBATCH_PATH, render_files
+from grpo_infra.spec import Environment
+
+from .conftest import SHIPPED_STACKS, stack, variant
+
+K8S = [s for s in SHIPPED_STACKS if stack(s).target == "kubernetes"]
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def pods(job: dict[str, Any]) -> list[dict[str, Any]]:
+    cluster = job["spec"]["rayClusterSpec"]
+    return [cluster["headGroupSpec"]["template"]["spec"], *(g["template"]["spec"] for g in cluster["workerGroupSpecs"])]
+
+
+@pytest.mark.parametrize("name", K8S)
+def test_rayjob_runs_the_declared_image_and_its_ray(name: str) -> None:
+    env = stack(name)
+    job = ray_job(env)
+    assert job["spec"]["rayClusterSpec"]["rayVersion"] == "2.60.0"
+    images = {c["image"] for p in pods(job) for c in p["containers"] + p["initContainers"]}
+    images |= {c["image"] for c in job["spec"]["submitterPodTemplate"]["spec"]["containers"]}
+    assert images == {env.image.ref}
+
+
+def test_ray_version_follows_the_images_ray() -> None:
+    env = variant("gke-dev", lambda d: d["image"]["contents"].update(ray="2.61.0"))
+    assert ray_job(env)["spec"]["rayClusterSpec"]["rayVersion"] == "2.61.0"
+
+
+def test_a_digest_pins_every_container() -> None:
+    digest = "sha256:" + "0f" * 32
+    env = variant("gke-dev", lambda d: d["image"].update(digest=digest))
+    job = ray_job(env)
+    images = {c["image"] for p in pods(job) for c in p["containers"] + p["initContainers"]}
+    assert images == {f"us-docker.pkg.dev/ml-dev-project/grpo/verl:0.9.1-vllm0.24.0-ray2.60.0@{digest}"}
+
+
+@pytest.mark.parametrize("name", K8S)
+def test_head_and_every_worker_pod_run_the_guard_first(name: str) -> None:
+    for pod in pods(ray_job(stack(name))):
+        (init,) = pod["initContainers"]
+        assert init["name"] == "image-guard" and init["command"][:2] == ["python3", "-c"]
+        assert init["command"][3:5] == ["--python", "3.12"]
+
+
+def _run_init(env: Environment) -> subprocess.CompletedProcess[str]:
+    """The head's rendered init container command, run here (python3 = this environment's Python)."""
+    (init,) = pods(ray_job(env))[0]["initContainers"]
+    environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    return subprocess.run(init["command"], capture_output=True, text=True, env=environ, timeout=60)
+
+
+def _like_this_machine(data: dict[str, Any], ray: str = "2.60.0") -> None:
+    data["image"]["contents"] = {
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "ray": ray,
+        "verl": "0.9.1",
+    }
+    data["job"]["rollout"]["engine"] = "vllm"
+
+
+def test_the_rendered_init_container_passes_a_matching_image_and_stops_another() -> None:
+    ok = _run_init(variant("gke-dev", _like_this_machine))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = _run_init(variant("gke-dev", lambda d: _like_this_machine(d, ray="2.59.0")))
+    assert bad.returncode == 1
+    assert bad.stdout.splitlines()[-1].endswith("FAIL ray 2.59.0 declared, 2.60.0 in the image")
+
+
+def test_pyxis_pulls_the_images_ref_in_enroot_syntax() -> None:
+    script = render_files(stack("onprem-slurm"))[SBATCH_PATH]
+    assert (
+        "container_srun_args=('--container-image=registry.hpc.example.internal#grpo/verl:0.9.1-vllm0.24.0-ray2.60.0-gate'"
+        in script
+    )
+
+
+def test_apptainer_pulls_the_pinned_ref() -> None:
+    digest = "sha256:" + "1e" * 32
+
+    def edit(data: dict[str, Any]) -> None:
+        data["slurm"]["container"]["runtime"] = "apptainer"
+        data["image"]["digest"] = digest
+
+    script = render_files(variant("onprem-slurm", edit))[SBATCH_PATH]
+    assert f"'docker://registry.hpc.example.internal/grpo/verl:0.9.1-vllm0.24.0-ray2.60.0-gate@{digest}'" in script
+
+
+def test_a_local_copy_of_the_image_is_used_as_given() -> None:
+    env = variant("onprem-slurm", lambda d: d["slurm"]["container"].update(image="/lustre/images/verl.sqsh"))
+    assert "'--container-image=/lustre/images/verl.sqsh'" in render_files(env)[SBATCH_PATH]
+
+
+def _block(script: str, name: str) -> str:
+    lines = script.splitlines()
+    return "\n".join(lines[lines.index(f"# --- {name} ---") + 1 : lines.index(f"# --- end {name} ---")])
+
+
+def _line_starts(script: str, word: str) -> list[int]:
+    """Offsets of the lines that begin with `word`."""
+    offsets, at = [], 0
+    for line in script.splitlines(keepends=True):
+        if line.startswith(word):
+            offsets.append(at)
+        at += len(line)
+    return offsets
+
+
+def test_sbatch_guard_runs_before_the_gate_and_ray() -> None:
+    for name in ("onprem-slurm", "local-slurm"):
+        script = render_files(stack(name))[SBATCH_PATH]
+        guard = script.index("# --- image guard ---")
+        # The first call of ray_step (its definition reads `ray_step() {`) starts Ray.
+        ray_start = next(i for i in _line_starts(script, "ray_step") if not script.startswith("ray_step()", i))
+        gate = min(i for i in _line_starts(script, "run_fabric_gate") if not script.startswith("run_fabric_gate()", i))
+        assert guard < gate and guard < ray_start
+
+
+def _run_guard_block(env: Environment, entrypoint: str = "") -> subprocess.CompletedProcess[str]:
+    """The rendered guard block in bash; `srun` runs its command once per node here."""
+    harness = f"""
+log() {{ printf 'grpo [test] %s\\n' "$*"; }}
+fail() {{ log "ERROR: $*"; exit 1; }}
+SLURM_JOB_NUM_NODES=2; container_srun_args=(); container_exec=()
+srun() {{
+  while [[ $1 == --* ]]; do shift; done
+  local rc=0
+  for node in node1 node2; do SLURMD_NODENAME=$node "$@" || rc=1; done
+  return $rc
+}}
+{_block(render_files(env)[SBATCH_PATH], "image guard")}
+log "gate and Ray would start now"
+"""
+    environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "GRPO_ENTRYPOINT": entrypoint}
+    return subprocess.run(["bash", "-c", harness], capture_output=True, text=True, env=environ, timeout=60)
+
+
+def test_sbatch_guard_passes_this_machines_stack_under_a_replacement_entrypoint() -> None:
+    proc = _run_guard_block(stack("local-slurm"), entrypoint="true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "image guard [node2]: PASS" in proc.stdout and "gate and Ray would start now" in proc.stdout
+
+
+def test_sbatch_guard_stops_the_job_before_anything_starts() -> None:
+    env = variant("local-slurm", lambda d: d["image"]["contents"].update(ray="2.59.0"))
+    proc = _run_guard_block(env, entrypoint="true")
+    assert proc.returncode == 1
+    assert "image guard [node1]: FAIL ray 2.59.0 declared, 2.60.0 in the image" in proc.stdout
+    assert proc.stdout.splitlines()[-1].endswith(
+        "ERROR: image guard: the image differs from the stack's image.contents (FAIL line above); nothing started"
+    )
+    assert "would start now" not in proc.stdout
+
+
+def test_without_a_replacement_entrypoint_the_engine_is_checked() -> None:
+    proc = _run_guard_block(stack("local-slurm"))
+    assert proc.returncode == 1 and "vllm 0.24.0 declared, none in the image" in proc.stdout
