@@ -69,8 +69,11 @@ def failed_job(nccl_sandbox: Plan, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_failing_fabric_stops_the_job_before_ray(failed_job: dict[str, Any]) -> None:
     output = failed_job["output"]
     assert failed_job["state"] == "FAILED", output[-3000:]
-    fail_lines = [line for line in output.splitlines() if "fabric gate: FAIL" in line]
+    lines = output.splitlines()
+    fail_lines = [line for line in lines if "ERROR: fabric gate: FAIL" in line]
     assert len(fail_lines) == 1
+    # The job's last line repeats the reason as its outcome.
+    assert re.search(r"job \d+ outcome: FAILED: fabric gate: FAIL all_reduce_perf exited", lines[-1]), lines[-1]
     # srun's status is the worst of its tasks': 1 from node3, or 143 from the ranks it then ended.
     assert re.search(
         r"ERROR: fabric gate: FAIL all_reduce_perf exited with status (1|143); fabric=none ", fail_lines[0]
