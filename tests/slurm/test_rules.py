@@ -73,24 +73,29 @@ def test_a_requeued_run_must_resume() -> None:
 
 
 def test_paths_outside_the_shared_file_system_are_warned_about() -> None:
-    env = variant("onprem-slurm", lambda d: d["slurm"].update(sharedPaths=["/gpfs"]))
+    env = variant("onprem-slurm", lambda d: d["slurm"].update(sharedPaths=["/gpfs", "/lustre/checkpoints"]))
     found = warnings(env)
     assert [w.where.removeprefix("grpo-infra:environment.job.") for w in found] == [
         "modelPath",
         "data.trainFiles[0]",
         "data.valFiles[0]",
-        "checkpoint.dir",
     ]
     # The container path is judged by where its mount comes from on the host.
-    assert "/checkpoints/qwen25-32b-dapo (on the nodes: /lustre/checkpoints/qwen25-32b-dapo)" in found[3].message
-    assert violations(env) == []  # a warning, never a refusal
+    assert "/models/Qwen2.5-32B-Instruct (on the nodes: /lustre/models/Qwen2.5-32B-Instruct)" in found[0].message
+    assert violations(env) == []  # model and data: a warning, never a refusal
+
+
+def test_checkpoints_off_shared_storage_are_refused_for_a_multi_node_gang() -> None:
+    env = variant("onprem-slurm", lambda d: d["slurm"].update(sharedPaths=["/gpfs"]))
+    assert [(v.rule, v.where) for v in violations(env)] == [
+        ("checkpoint-shared", "grpo-infra:environment.job.checkpoint.dir")
+    ]
 
 
 def test_a_path_on_no_mount_is_inside_the_image() -> None:
     env = variant("onprem-slurm", lambda d: d["job"]["checkpoint"].update(dir="/workspace/ckpt"))
-    [found] = warnings(env)
-    assert found.where == "grpo-infra:environment.job.checkpoint.dir"
-    assert "inside the container image" in found.message
+    [found] = violations(env)
+    assert (found.rule, found.where) == ("checkpoint-shared", "grpo-infra:environment.job.checkpoint.dir")
 
 
 def test_without_a_container_paths_are_judged_as_they_are() -> None:
@@ -114,9 +119,9 @@ def test_check_prints_warnings_and_still_passes(tmp_path: Any) -> None:
     text = (
         (ROOT / "stacks" / "Pulumi.onprem-slurm.yaml")
         .read_text()
-        .replace("sharedPaths: [/lustre]", "sharedPaths: [/gpfs]")
+        .replace("sharedPaths: [/lustre]", "sharedPaths: [/gpfs, /lustre/checkpoints]")
     )
     (stacks / "Pulumi.onprem-slurm.yaml").write_text(text)
     result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert result.output.count("warning: ") == 4 and "[slurm-path-shared]" in result.output
+    assert result.output.count("warning: ") == 3 and "[slurm-path-shared]" in result.output
