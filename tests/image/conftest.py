@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import ROOT, SHIPPED_STACKS
+from tests.slurm.variants import stack, variant
 
 BUILT = [s for s in SHIPPED_STACKS if load_stack(s, ROOT).environment.image.build is not None]
 
@@ -19,17 +19,6 @@ VERLAI_SGLANG: dict[str, Any] = {
     "ref": "verlai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2",
     "contents": {"python": "3.12", "cuda": "12.8", "ray": "2.47.1", "engine": {"name": "sglang", "version": "0.5.2"}},
 }
-
-
-def stack(name: str) -> Environment:
-    return load_stack(name, ROOT).environment
-
-
-def variant(name: str, edit: Callable[[dict[str, Any]], None]) -> Environment:
-    """The stack's environment with `edit` applied to its camelCase dict, validated again."""
-    data = stack(name).model_dump(by_alias=True, exclude_none=True)
-    edit(data)
-    return Environment.model_validate(data)
 
 
 def with_image(name: str, image: dict[str, Any], engine: str | None = None) -> Environment:
