@@ -26,7 +26,7 @@ from grpo_infra.k8s.gate import (
     gate_config_map,
     gate_files,
 )
-from grpo_infra.preflight.gate import MODULE, gate_settings
+from grpo_infra.preflight.gate import MODULE
 from grpo_infra.pulumi_graph import Graph, record
 from grpo_infra.spec import Environment
 from grpo_infra.validate import validate_objects
@@ -103,11 +103,29 @@ def test_only_the_head_mounts_the_code_read_only(stack: str) -> None:
         assert GATE_VOLUME not in {v["name"] for v in worker["volumes"]}
 
 
+# The gate's options per shipped stack, written from the stack files and docs/nccl-preflight.md (fabric
+# defaults: EFA p5 300 GB/s, RoCE 340 GB/s, none: no threshold; fraction 0.8, 1024 MiB x 20, 300 s).
+GATE_ARGV = {
+    "eks-prod": "--fabric efa --gpus-per-node 8 --nodes 4 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "--iters 20 --timeout 300 --expected-busbw 300",
+    "gke-dev": "--fabric none --gpus-per-node 8 --nodes 2 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "--iters 20 --timeout 300",
+    "onprem-k8s": "--fabric roce --gpus-per-node 8 --nodes 3 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "--iters 20 --timeout 300 --expected-busbw 340",
+    "local-k8s": "--fabric none --gpus-per-node 8 --nodes 3 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "--iters 20 --timeout 300",
+}
+
+
+def test_every_kubernetes_stack_has_a_hand_written_gate_expectation() -> None:
+    assert sorted(GATE_ARGV) == sorted(K8S_STACKS)
+
+
 @pytest.mark.parametrize("stack", K8S_STACKS)
-def test_entrypoint_runs_the_gate_from_gate_settings_then_verl(stack: str) -> None:
+def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) -> None:
     env = env_of(stack)
     gate, _, training = _script(env).partition(" && ")
-    assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *gate_settings(env).argv()]
+    assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *GATE_ARGV[stack].split()]
     assert shlex.split(gate)[0] == "PYTHONPATH=/opt/grpo-infra${PYTHONPATH:+:$PYTHONPATH}"
     assert training == verl.shell_command(env)
 

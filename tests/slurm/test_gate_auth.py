@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from grpo_infra.preflight.gate import gate_settings
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
 from tests.slurm.variants import stack, variant
@@ -88,13 +87,12 @@ def test_nccl_gate_runs_all_reduce_perf_on_every_gpu_before_ray(tmp_path: Path) 
     proc = _run_gate(env, tmp_path, nodes=2, gpus=8, fixture=str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     argv = _launched(tmp_path)
-    settings = gate_settings(env)
-    size = f"{settings.size_mib}M"
+    # onprem-slurm's gate: the documented defaults (1024 MiB x 20, 300 s), one rank per GPU, 5 warm-ups.
     assert argv == [
-        "--kill-after=30", str(settings.timeout_seconds),
+        "--kill-after=30", "300",
         "srun", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--cpus-per-task=28", "--gres=gpu:8",
         "--mpi=pmix", "--kill-on-bad-exit=1",
-        "all_reduce_perf", "-b", size, "-e", size, "-g", "1", "-w", "5", "-n", str(settings.iterations),
+        "all_reduce_perf", "-b", "1024M", "-e", "1024M", "-g", "1", "-w", "5", "-n", "20",
     ]  # fmt: skip
     assert (tmp_path / "nccl-env").read_text().strip() == "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
     out = proc.stdout.splitlines()
@@ -127,11 +125,9 @@ def test_nccl_gate_reports_a_crashed_or_timed_out_all_reduce_perf(tmp_path: Path
     assert "error: all_reduce_perf.run0.log: no nccl-tests table or NCCL debug lines found; Ray not started" in last
 
 
-def test_verdict_numbers_come_from_gate_settings_and_the_allocation() -> None:
+def test_verdict_numbers_come_from_the_stacks_gate_and_the_allocation() -> None:
     env = _gate({"expectedBusbwGbps": 392.5, "fraction": 0.9, "sizeMib": 256, "iterations": 7, "timeoutSeconds": 120})
     script = _code(_script(env))
-    settings = gate_settings(env)
-    assert (settings.expected_busbw_gbps, settings.fraction) == (392.5, 0.9)
     assert (
         "python3 -m grpo_infra.cli nccl verdict /dev/stdin --fabric infiniband "
         '--gpus-per-node "$gpus_per_node" --nodes "$SLURM_JOB_NUM_NODES" --fraction 0.9 --expected-busbw 392.5'
@@ -160,7 +156,11 @@ def test_gloo_gate_runs_the_ray_program_after_the_barrier_before_training(tmp_pa
     fixture.write_text("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3\n  note: gloo\n")
     proc = _run_gate(env, tmp_path, nodes=3, gpus=8, fixture=str(fixture))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _launched(tmp_path) == ["--gate", "grpo_infra.preflight.ray_allreduce", *gate_settings(env).argv()]
+    # local-slurm's stack file: gloo, 16 MiB x 5, 3 nodes of 8 GPUs, no fabric (so no threshold).
+    assert _launched(tmp_path) == [
+        "--gate", "grpo_infra.preflight.ray_allreduce", "--fabric", "none", "--gpus-per-node", "8", "--nodes", "3",
+        "--backend", "gloo", "--fraction", "0.8", "--size-mib", "16", "--iters", "5", "--timeout", "300",
+    ]  # fmt: skip
     assert "grpo [test] fabric gate: PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3" in proc.stdout
     assert (tmp_path / "grpo-4242-gate" / "ray_allreduce.run0.log").read_text() == fixture.read_text()
 
