@@ -46,6 +46,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
         out += _ttl(env, job)
         out += _resources_provided(env, job)
         out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
+    out += _pool_taint(env)
     out += _machine_shapes(env)
     out += _head_pool_capacity(env)
     out += _eks_topology(env)
@@ -185,6 +186,31 @@ def _machine_shapes(env: Environment) -> list[Violation]:
             )
         )
     return out
+
+
+def _pool_taint(env: Environment) -> list[Violation]:
+    """The gang's pool keeps every pod but the workers off its nodes with a taint.
+
+    Each worker asks for a whole node's allocatable, so one other pod on a GPU node leaves a worker
+    Pending. Without a taint nothing keeps them off: Kueue gives the head and the submitter the pool's
+    flavor whenever its quota has room for them (its first scan takes the first flavor that fits, and
+    the pool's is listed first; Kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go
+    findFlavorForPodSets), a flavor without node labels sends them anywhere, and pods Kueue never sees
+    (other teams', system ones) are placed by the scheduler alone. EKS and GKE pools are refused
+    without their GPU taint already (grpo_infra/spec/pools.py); this covers existing clusters.
+    """
+    index, pool = next((i, p) for i, p in enumerate(env.pools) if p.name == env.job.pool)
+    if any(t.effect in ("NoSchedule", "NoExecute") for t in pool.taints):
+        return []
+    return [
+        Violation(
+            "gpu-pool-taint",
+            f"{ENV}.pools[{index}].taints",
+            f"pool {pool.name} has no NoSchedule taint: the Ray head, the submitter or any other pod can be "
+            "placed on its nodes, and a worker sized to a whole node then stays Pending; add one "
+            '(e.g. {key: nvidia.com/gpu, value: "true", effect: NoSchedule}), the workers tolerate it',
+        )
+    ]
 
 
 def _head_pool_capacity(env: Environment) -> list[Violation]:

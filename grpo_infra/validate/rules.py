@@ -7,6 +7,7 @@ taints. A job that breaks one of these is accepted by `kubectl apply` and then n
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from typing import Any
@@ -168,14 +169,48 @@ def _podsets(job: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
     return sets
 
 
+def _eligible(
+    spec: dict[str, Any], order: list[str], flavors: dict[str, dict[str, Any]]
+) -> tuple[list[str], dict[str, str]]:
+    """The flavors a pod set may use, in the ClusterQueue's order, and why each other one is refused
+    (checkFlavorForPodSets: taints first, then the node selector)."""
+    usable: list[str] = []
+    refused: dict[str, str] = {}
+    for flavor_name in order:
+        flavor = flavors.get(flavor_name)
+        if flavor is None:
+            refused[flavor_name] = f"flavor {flavor_name} does not exist"
+            continue
+        tolerations = [*spec.get("tolerations", []), *flavor.get("spec", {}).get("tolerations", [])]
+        untolerated = [
+            t
+            for t in flavor.get("spec", {}).get("nodeTaints", [])
+            if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)
+        ]
+        if untolerated:
+            refused[flavor_name] = f"flavor {flavor_name}: no toleration for taint {untolerated[0]['key']}"
+        elif not _matches(flavor, spec.get("nodeSelector", {})):
+            refused[flavor_name] = f"flavor {flavor_name}: node labels do not match the pods' nodeSelector"
+        else:
+            usable.append(flavor_name)
+    return usable, refused
+
+
 def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, Any]]) -> list[str]:
-    """Assign each PodSet the first flavor it may use (as Kueue does) and compare the sum with the quota.
+    """Whether some assignment of usable flavors to the pod sets fits the quota, as Kueue finds one.
 
     Kueue v0.19.2 pkg/scheduler/flavorassigner/flavorassigner.go: findFlavorForPodSets (lines 1061-1206)
     walks a resource group's flavors in order and stops at the first that fits; fitsResourceQuota
     (lines 1330-1380) adds the pod set's request to what earlier pod sets of the workload took from the
     flavor and compares it with the quota (the nominal quota here: every borrowingLimit is 0). A
-    resource no resource group covers is "unavailable in ClusterQueue" (line 1071).
+    resource no resource group covers is "unavailable in ClusterQueue" (line 1071). When the workload
+    does not fit, the next scheduling cycle resumes each pod set's scan after the flavor it last tried
+    (line 1088; pkg/workload/workload.go NextFlavorToTryForPodSetResource, lines 226-238; wrapping to
+    the first flavor after the last, flavorassigner.go lines 1194-1199; kept between cycles by
+    pkg/scheduler/scheduler.go recordAssignment, line 284), so every combination of usable flavors is
+    tried in turn: the head first taking the GPU flavor does not keep a gang out for good (checked
+    against real Kueue by tests/kube/test_admission_model.py). The reasons given are those of the
+    first scan, the one a user sees first in the Workload's status.
     """
     groups = cq["spec"].get("resourceGroups", [])
     quota = {
@@ -185,29 +220,39 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
         for r in f["resources"]
     }
     order = [f["name"] for g in groups for f in g["flavors"]]
+    podsets = [
+        (name, count, _pod_requests(t), *_eligible(t.get("spec", {}), order, flavors))
+        for name, count, t in _podsets(job)
+    ]
+    if all(usable for *_, usable, _ in podsets) and any(
+        _fits_together(podsets, combo, quota) for combo in itertools.product(*(u for *_, u, _ in podsets))
+    ):
+        return []
+    return _first_scan_problems(podsets, order, quota, cq["metadata"]["name"])
+
+
+def _fits_together(podsets: list[Any], combo: tuple[str, ...], quota: dict[tuple[str, str], float]) -> bool:
+    """Whether the pod sets, each on its flavor of `combo`, fit the quota together."""
+    used: dict[tuple[str, str], float] = defaultdict(float)
+    for (_, count, requests, *_), flavor_name in zip(podsets, combo, strict=True):
+        for r, v in requests.items():
+            used[(flavor_name, r)] += v * count
+    return all(v <= quota.get(key, 0) for key, v in used.items())
+
+
+def _first_scan_problems(
+    podsets: list[Any], order: list[str], quota: dict[tuple[str, str], float], cq_name: str
+) -> list[str]:
+    """Each pod set given the first usable flavor with quota left, as Kueue's first scan does; the
+    reasons of every pod set that finds none."""
     used: dict[tuple[str, str], float] = defaultdict(float)
     takers: dict[str, list[str]] = defaultdict(list)  # the pod sets already assigned to each flavor
     problems = []
-    for name, count, template in _podsets(job):
-        spec = template.get("spec", {})
-        requests = _pod_requests(template)
+    for name, count, requests, _, refused in podsets:
         chosen, reasons = None, []
         for flavor_name in order:
-            flavor = flavors.get(flavor_name)
-            if flavor is None:
-                reasons.append(f"flavor {flavor_name} does not exist")
-                continue
-            tolerations = [*spec.get("tolerations", []), *flavor.get("spec", {}).get("tolerations", [])]
-            untolerated = [
-                t
-                for t in flavor.get("spec", {}).get("nodeTaints", [])
-                if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)
-            ]
-            if untolerated:
-                reasons.append(f"flavor {flavor_name}: no toleration for taint {untolerated[0]['key']}")
-                continue
-            if not _matches(flavor, spec.get("nodeSelector", {})):
-                reasons.append(f"flavor {flavor_name}: node labels do not match the pods' nodeSelector")
+            if flavor_name in refused:
+                reasons.append(refused[flavor_name])
                 continue
             short = [
                 f"{r} {used[(flavor_name, r)] + requests[r] * count:g} > {quota.get((flavor_name, r), 0):g}"
@@ -221,9 +266,7 @@ def _fits(job: dict[str, Any], cq: dict[str, Any], flavors: dict[str, dict[str, 
             chosen = flavor_name
             break
         if chosen is None:
-            problems.append(
-                f"pod set {name} ({count} pods) fits no flavor of {cq['metadata']['name']}: {'; '.join(reasons)}"
-            )
+            problems.append(f"pod set {name} ({count} pods) fits no flavor of {cq_name}: {'; '.join(reasons)}")
             continue
         for r, v in requests.items():
             used[(chosen, r)] += v * count

@@ -48,9 +48,10 @@ def test_the_shipped_rayjob_passes_the_webhooks(monkeypatch: pytest.MonkeyPatch)
     assert _with_rayjob_change(monkeypatch, lambda j: None) == []
 
 
-def test_an_untainted_pool_is_refused_because_the_head_takes_its_quota() -> None:
-    """docs/check.md: without a taint, Kueue may assign the head to the pool's flavor (listed first),
-    which then lacks the CPU its workers need; the stricter model of old called this stack feasible."""
+def test_an_untainted_pool_is_refused_because_other_pods_can_take_its_nodes() -> None:
+    """docs/check.md: real Kueue admits such a gang (a later scan sends the head to its own flavor;
+    tests/kube/test_admission_model.py), but nothing keeps the head, the submitter or other pods off
+    the GPU nodes, and each worker needs a whole node."""
     from tests.k8s.conftest import variant
 
     def untaint(raw: dict[str, Any]) -> None:
@@ -58,5 +59,16 @@ def test_an_untainted_pool_is_refused_because_the_head_takes_its_quota() -> None
             pool.pop("taints", None)
 
     found = violations(variant("onprem-k8s", untaint))
-    assert [v.rule for v in found] == ["kueue-admission"], found
-    assert "after pod sets head" in found[0].message
+    assert [(v.rule, v.where) for v in found] == [("gpu-pool-taint", "grpo-infra:environment.pools[0].taints")], found
+    assert "no NoSchedule taint" in found[0].message
+
+
+def test_a_noexecute_taint_keeps_other_pods_off_as_well() -> None:
+    from tests.k8s.conftest import variant
+
+    def no_execute(raw: dict[str, Any]) -> None:
+        for pool in raw["pools"]:
+            for taint in pool.get("taints", []):
+                taint["effect"] = "NoExecute"
+
+    assert violations(variant("onprem-k8s", no_execute)) == []

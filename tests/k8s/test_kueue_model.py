@@ -90,15 +90,29 @@ def test_a_selector_value_the_flavor_contradicts_is_refused() -> None:
     assert "node labels do not match" in errors[0]
 
 
-def test_an_untainted_gpu_flavor_listed_first_takes_the_head_and_starves_the_workers() -> None:
+def test_an_untainted_gpu_flavor_listed_first_starves_the_workers_only_for_the_first_scan() -> None:
     """Kueue walks the flavors in order and stops at the first that fits (findFlavorForPodSets); pod sets
     are assigned in order, head first (BuildPodSets), each adding to what the earlier ones took
-    (fitsResourceQuota, `assumedUsage`). A head that tolerates nothing but meets no taint lands on the
-    GPU flavor, whose CPU quota was sized for the workers alone."""
+    (fitsResourceQuota). The first scan puts the head on the GPU flavor, whose CPU quota was sized for the
+    workers alone; the next cycle resumes the head's scan at the following flavor
+    (NextFlavorToTryForPodSetResource), and the gang is admitted. Real Kueue does this (the local
+    cluster's `pool without taints` case in tests/kube/test_admission_model.py)."""
     objects = [
         _flavor("gpus", {"pool": "a100"}),
         _flavor("ray-head"),
         *_queues(_quota("gpus", "20", "16"), _quota("ray-head", "4", "0")),
+    ]
+    worker = _pod("10", "8", nodeSelector={"pool": "a100"})
+    assert _admits([*objects, _job(_pod("2"), worker)]) == []
+
+
+def test_when_no_combination_fits_the_first_scans_reasons_are_given() -> None:
+    """The head fits nowhere but the GPU flavor (ray-head's CPU quota is 1), where the workers then do
+    not fit: no cycle can admit it, and the reasons are those the Workload shows first."""
+    objects = [
+        _flavor("gpus", {"pool": "a100"}),
+        _flavor("ray-head"),
+        *_queues(_quota("gpus", "20", "16"), _quota("ray-head", "1", "0")),
     ]
     worker = _pod("10", "8", nodeSelector={"pool": "a100"})
     errors = _admits([*objects, _job(_pod("2"), worker)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,17 +17,14 @@ from typing import Any
 
 import pytest
 
+from grpo_infra import k8s as render
+from grpo_infra.k8s.rayjob import ray_token_secret_name
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import PULUMI_TOOLS, Paths, missing_tools
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-# Blocked (docs/local-kubernetes.md, "Status"): set GRPO_KUBE_RUN_BLOCKED=1 to run these anyway.
-BLOCKED = (
-    "blocked: with KubeRay v1.6.0 the local-k8s RayJob is neither admitted nor deleted within the "
-    "tests' bounds; v1.5.1 runs the gang end to end but its CRD lacks authOptions.secretName"
-)
 LOCK = Path("/tmp/grpo-kube.lock")
 
 
@@ -51,8 +48,6 @@ def with_changes(env: Environment, change: Callable[[dict[str, Any]], None]) -> 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[Paths]:
     """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
-    if not os.environ.get("GRPO_KUBE_RUN_BLOCKED"):
-        pytest.skip(BLOCKED)
     require_binaries()
     LOCK.touch(exist_ok=True)
     with LOCK.open() as lock:
@@ -62,6 +57,33 @@ def kube() -> Iterator[Paths]:
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()
+
+
+def token_secret(env: Environment) -> dict[str, Any]:
+    """The job's Ray token Secret as the Pulumi program makes it (components/kubernetes.py GrpoRayJob),
+    with a throwaway value. KubeRay v1.6 reads it for the RayJob's whole life, deletion included: without
+    it the RayJob's finalizer is never removed ("failed to get auth secret", controllers/ray/utils/util.go)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": ray_token_secret_name(env),
+            "namespace": env.job.tenant,
+            "labels": dict(render.namespaces.MANAGED_BY),
+        },
+        "type": "Opaque",
+        "stringData": {"auth_token": secrets.token_urlsafe(16)},
+    }
+
+
+def stack_objects(env: Environment) -> list[dict[str, Any]]:
+    """What `pulumi up` creates for the stack, in its order: the rendered objects plus the token Secret,
+    which the RayJob waits for (and which is deleted after it, in reverse order)."""
+    objects = render.objects(env)
+    if env.kubernetes is not None and env.kubernetes.ray_job.ray_auth == "token":
+        at = next(i for i, o in enumerate(objects) if o["kind"] == "RayJob")
+        objects.insert(at, token_secret(env))
+    return objects
 
 
 def get(paths: Paths, *args: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The Kueue admission model of `grpo-infra check` (grpo_infra/validate/rules.py) against real Kueue:
-for each case the model's verdict (admissible or not) must be what Kueue v0.17.0 does."""
+for each case the model's verdict (admissible or not) must be what the local Kueue does."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from grpo_infra import k8s as render
 from grpo_infra.kube.plan import Paths
 from grpo_infra.validate.rules import admission_errors
 
-from .conftest import get, local_k8s, wait_until, with_changes
+from .conftest import get, local_k8s, stack_objects, wait_until, with_changes
 from .test_cluster import apply_stack, delete_stack
 
 pytestmark = pytest.mark.cluster
@@ -68,7 +67,7 @@ def kueue_admits(paths: Paths, namespace: str) -> bool:
 def test_the_admission_model_agrees_with_kueue(kube: Paths, case: str) -> None:
     change, edit = CASES[case]
     env = with_changes(local_k8s(), change)
-    objects = render.objects(env)
+    objects = stack_objects(env)
     if edit is not None:
         edit(objects)
     model = not admission_errors(objects)

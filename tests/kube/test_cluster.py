@@ -13,7 +13,7 @@ from grpo_infra.k8s.queues import cluster_queue_name
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import Paths
 
-from .conftest import get, local_k8s, wait_until, with_changes
+from .conftest import get, local_k8s, stack_objects, wait_until, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -43,7 +43,7 @@ def pods(paths: Paths, namespace: str) -> list[dict[str, Any]]:
 
 def test_the_gang_is_admitted_whole_and_its_raycluster_becomes_ready_on_the_pools_nodes(kube: Paths) -> None:
     env = local_k8s()
-    objects = render.objects(env)
+    objects = stack_objects(env)
     apply_stack(kube, objects)  # every object accepted by the real API server and CRDs (strict fields)
     try:
         wait_until(lambda: (j := ray_job(kube, env))["spec"].get("suspend") is False and j, 60, "admitted")
@@ -82,7 +82,7 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
         data["tenants"][0]["gpuQuota"] = 16  # two of the three 8-GPU nodes the gang needs
 
     env = with_changes(local_k8s(), short)
-    objects = render.objects(env)
+    objects = stack_objects(env)
     apply_stack(kube, objects)
     try:
         wait_until(lambda: next(iter(get(kube, "workloads", "-n", env.job.tenant)["items"]), None), 30, "a Workload")
@@ -92,7 +92,7 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
         assert "rayClusterName" not in ray_job(kube, env).get("status", {})
         assert pods(kube, env.job.tenant) == []
         # Raising the quota in the stack and applying it again admits the same gang, whole.
-        apply_stack(kube, [o for o in render.objects(local_k8s()) if o["kind"] == "ClusterQueue"])
+        apply_stack(kube, [o for o in stack_objects(local_k8s()) if o["kind"] == "ClusterQueue"])
         wait_until(lambda: ray_job(kube, env)["spec"].get("suspend") is False, 60, "admitted after the raise")
     finally:
         delete_stack(kube, objects)
@@ -115,7 +115,7 @@ def test_a_high_priority_gang_preempts_a_low_one_whole(kube: Paths) -> None:
     """The queues allow preemption within a ClusterQueue by lower priority (queues.py
     `withinClusterQueue: LowerPriority`): the low gang is evicted whole, the high one admitted."""
     env = local_k8s()
-    base = [o for o in render.objects(env) if o["kind"] != "RayJob"]
+    base = [o for o in stack_objects(env) if o["kind"] != "RayJob"]
     apply_stack(kube, base)
     low, high = gang(env, "gang-low", "grpo-low"), gang(env, "gang-high", "grpo-high")
     try:

@@ -14,7 +14,6 @@ otherwise complete it at once).
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import json
 import time
@@ -23,12 +22,11 @@ from typing import Any
 
 import pytest
 
-from grpo_infra import k8s as render
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import LOCK, get, local_k8s, require_binaries, wait_until, with_changes
+from .conftest import LOCK, get, local_k8s, require_binaries, stack_objects, wait_until, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -61,11 +59,9 @@ def lossy() -> Iterator[tuple[Paths, Environment]]:
 
 
 def stand_in_objects(env: Environment) -> list[dict[str, Any]]:
-    objects = copy.deepcopy(render.objects(env))
+    objects = stack_objects(env)
     job = next(o for o in objects if o["kind"] == "RayJob")
     job["spec"]["submitterPodTemplate"]["metadata"]["labels"][NEVER_READY_LABEL] = "true"
-    # KubeRay v1.5.0's CRD (the local build) has no authOptions; no Ray runs here to authenticate.
-    job["spec"]["rayClusterSpec"].pop("authOptions", None)
     return objects
 
 
