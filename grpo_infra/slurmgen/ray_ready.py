@@ -1,22 +1,57 @@
 """Readiness barrier of the GRPO sbatch: wait until every node and every GPU has joined Ray.
 
-The sbatch embeds this file and runs it with `python3 -c` after starting the job's Ray cluster,
-so training starts the moment the cluster is whole, not after a guessed sleep. It prints a line
-each time the count changes ("joined 2/3 nodes, 16/24 GPUs") and exits 1 at the timeout with
-the counts and the nodes still missing. Standard library and Ray only: it runs inside the image.
+The sbatch embeds this file and runs it with `python3 -c` at the same moment as it starts the job's
+Ray cluster, so its interpreter start and `import ray` overlap the head's start-up; it waits for the
+head's GCS port itself. Training starts the moment the cluster is whole, not after a guessed sleep.
+It prints a line each time the count changes ("joined 2/3 nodes, 16/24 GPUs") and exits 1 at the
+timeout with the counts and the nodes still missing. Standard library and Ray only: it runs inside
+the image.
 
-With `--gate MODULE ARGS...` it then runs the fabric gate (`MODULE.main(ARGS)`, the in-job
-all-reduce) in this same process, on this same Ray connection: one interpreter start, one
-`import ray`, one `ray.init` fewer between a whole cluster and training. Exit 0: ready (and the
+The count comes from the GCS's node table over Ray's own GCS client (`ray._raylet.GcsClient`, as
+`ray status` uses it: python/ray/scripts/scripts.py, Ray 2.60), not from a Ray driver: `ray.init`
+would wait for this node's raylet, polling the process table once a second
+(get_node_to_connect_for_driver in python/ray/_private/services.py), and the raylet answers a first
+driver by starting idle worker processes, CPU the other nodes need to start in the meantime.
+
+With `--gate MODULE ARGS...` it then connects as a driver and runs the fabric gate
+(`MODULE.main(ARGS)`, the in-job all-reduce) in this same process, on this same connection: one
+interpreter start and one `import ray` between a whole cluster and training. Exit 0: ready (and the
 gate passed); 1: not ready; 3: the gate failed (its verdict printed above).
 """
 
 import argparse
 import importlib
+import socket
 import sys
 import time
 
 GATE_FAILED = 3
+# Seconds between two looks at the node table, and between two connection attempts to the GCS port.
+POLL_SECONDS = 0.1
+GCS_CONNECT_POLL_SECONDS = 0.05
+
+
+def wait_for_port(address: str, deadline: float) -> bool:
+    """True once something accepts a TCP connection at host:port, False at the deadline."""
+    host, _, port = address.rpartition(":")
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(GCS_CONNECT_POLL_SECONDS)
+
+
+def alive_nodes(gcs) -> list:
+    """The GCS's alive nodes (GcsNodeInfo), or [] while it cannot answer yet."""
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    try:
+        return list(gcs.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
+    except Exception:
+        return []
 
 
 def main() -> int:
@@ -34,43 +69,28 @@ def main() -> int:
     deadline = time.monotonic() + args.timeout
 
     import ray
+    from ray._raylet import GcsClient
 
-    while True:
-        try:
-            ray.init(
-                address=args.address,
-                logging_level="ERROR",
-                log_to_driver=False,
-                _node_ip_address=args.node_ip_address,
-            )
-            break
-        except (ConnectionError, RuntimeError) as exc:
-            if time.monotonic() > deadline:
-                print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}: {exc}", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
+    if not wait_for_port(args.address, deadline):
+        print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}", file=sys.stderr, flush=True)
+        return 1
+    gcs = GcsClient(address=args.address)
 
     last = None
     nodes, gpus, alive = 0, 0, []
     while True:
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        nodes, gpus = len(alive), int(sum(n.get("Resources", {}).get("GPU", 0) for n in alive))
+        alive = alive_nodes(gcs)
+        nodes, gpus = len(alive), int(sum(n.resources_total.get("GPU", 0) for n in alive))
         if (nodes, gpus) != last:
             print(f"grpo: joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs", flush=True)
             last = (nodes, gpus)
         if nodes >= args.nodes and gpus >= args.gpus:
-            if args.gate:
-                gate = importlib.import_module(args.gate[0])
-                code = gate.main([*args.gate[1:], "--address", args.address])
-                ray.shutdown()
-                return 0 if code == 0 else GATE_FAILED
-            ray.shutdown()
-            return 0
+            return run_gate(ray, args) if args.gate else 0
         if time.monotonic() > deadline:
             break
-        time.sleep(0.2)
+        time.sleep(POLL_SECONDS)
 
-    joined = {str(n.get("NodeManagerHostname", "")).split(".")[0] for n in alive}
+    joined = {n.node_manager_hostname.split(".")[0] for n in alive}
     missing = [h for h in args.hosts.split(",") if h and h.split(".")[0] not in joined]
     if len(missing) != args.nodes - nodes:
         missing = []  # Ray's hostnames are not the Slurm node names here: naming nodes would mislead
@@ -80,8 +100,27 @@ def main() -> int:
         file=sys.stderr,
         flush=True,
     )
-    ray.shutdown()
     return 1
+
+
+def run_gate(ray, args: argparse.Namespace) -> int:
+    """The cluster is whole: connect as a driver and run the gate on this connection."""
+    try:
+        ray.init(
+            address=args.address,
+            logging_level="ERROR",
+            log_to_driver=False,
+            _node_ip_address=args.node_ip_address,
+        )
+    except (ConnectionError, RuntimeError) as exc:
+        print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        gate = importlib.import_module(args.gate[0])
+        code = gate.main([*args.gate[1:], "--address", args.address])
+    finally:
+        ray.shutdown()
+    return 0 if code == 0 else GATE_FAILED
 
 
 if __name__ == "__main__":

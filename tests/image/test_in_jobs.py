@@ -126,7 +126,8 @@ def test_sbatch_guard_runs_before_the_gate_and_ray() -> None:
         guard = script.index("# --- image guard ---")
         # The first call of ray_step (its definition reads `ray_step() {`) starts Ray.
         ray_start = next(i for i in _line_starts(script, "ray_step") if not script.startswith("ray_step()", i))
-        gate = min(i for i in _line_starts(script, "run_fabric_gate") if not script.startswith("run_fabric_gate()", i))
+        calls = [*_line_starts(script, "run_fabric_gate"), *_line_starts(script, "start_fabric_gate")]
+        gate = min(i for i in calls if not script.startswith(("run_fabric_gate()", "start_fabric_gate()"), i))
         assert guard < gate and guard < ray_start
 
 

@@ -46,7 +46,11 @@ def _gate(edit: Any) -> Environment:
 def _run_gate(
     env: Environment, tmp_path: Path, *, nodes: int, gpus: int, fixture: str = "", rc: int = 0
 ) -> subprocess.CompletedProcess[str]:
-    """The rendered gate block in bash: `timeout` (wrapping srun) prints `fixture`, `on_head` runs or records."""
+    """The rendered gate block in bash: `timeout` (wrapping srun) prints `fixture`, `on_head` runs or records.
+
+    nccl: `run_fabric_gate`; gloo: the barrier started in the background, then its outcome awaited."""
+    block = _block(_script(env), "fabric gate")
+    run = "run_fabric_gate" if "run_fabric_gate()" in block else "start_fabric_gate barrier; finish_fabric_gate"
     harness = f"""
 log() {{ printf 'grpo [test] %s\\n' "$*"; }}
 fail() {{ log "ERROR: $*"; exit 1; }}
@@ -68,8 +72,8 @@ on_head() {{
   fi
   "$@"
 }}
-{_block(_script(env), "fabric gate")}
-run_fabric_gate barrier || fail "not every node joined"
+{block}
+{run} || fail "not every node joined"
 log "training launched"
 """
     environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "FIXTURE": fixture, "FIXTURE_RC": str(rc)}
@@ -147,10 +151,11 @@ def test_gloo_gate_runs_the_ray_program_after_the_barrier_before_training(tmp_pa
     env = stack("local-slurm")
     script = _script(env)
     assert "all_reduce_perf" not in script and "--mpi=" not in script
-    # The gate runs in the barrier's process, right after it: one interpreter, one Ray connection.
+    # The gate runs in the barrier's process, right after it: one interpreter, one Ray connection; it is
+    # started with Ray and awaited once the GCS answered.
     barrier = script.index('barrier=(python3 -c "$ready_program"')
-    gate = script.index('\nrun_fabric_gate "${barrier[@]}"')
-    assert barrier < gate < script.index('log "training launched')
+    gate = script.index('\nstart_fabric_gate "${barrier[@]}"')
+    assert barrier < gate < script.index("\nfinish_fabric_gate \\") < script.index('log "training launched')
     assert 'on_head "$@" --gate grpo_infra.preflight.ray_allreduce ' in script
     fixture = tmp_path / "gate.out"
     fixture.write_text("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3\n  note: gloo\n")
@@ -184,9 +189,9 @@ def test_gloo_gate_failure_stops_the_job_with_its_fail_line(tmp_path: Path) -> N
 def test_gate_switched_off_leaves_no_gate(name: str) -> None:
     env = variant(name, lambda d: d["job"].setdefault("preflight", {}).setdefault("nccl", {}).update(enabled=False))
     script = _script(env)
-    assert "run_fabric_gate" not in script and "ray_allreduce" not in script and "all_reduce_perf" not in script
+    assert "_fabric_gate" not in script and "ray_allreduce" not in script and "all_reduce_perf" not in script
     assert "# Fabric gate: switched off in the stack" in script
-    assert "run_fabric_gate" in _script(stack(name))
+    assert "_fabric_gate" in _script(stack(name))
 
 
 def _run_auth(env: Environment, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:

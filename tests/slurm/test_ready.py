@@ -7,6 +7,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,38 +26,75 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A job-private Ray head with 2 declared GPUs, stopped by its own process group (never `ray stop`)."""
-    if not RAY.exists():
-        unavailable("ray is not installed in this venv (extra `sandbox`)")
-    temp = tmp_path_factory.mktemp("ray")
-    port = _free_port()
+def _start_head(temp: Path, port: int) -> subprocess.Popen[bytes]:
+    """A job-private Ray head with 2 declared GPUs in its own process group (stopped by it, never `ray stop`)."""
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    head = subprocess.Popen(
+    return subprocess.Popen(
         [str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
          "--num-cpus=1", "--num-gpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
          "--disable-usage-stats"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
+
+
+def _stop_head(head: subprocess.Popen[bytes], temp: Path) -> None:
+    os.killpg(head.pid, 15)
+    try:
+        head.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(head.pid, 9)
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if not RAY.exists():
+        unavailable("ray is not installed in this venv (extra `sandbox`)")
+    temp = tmp_path_factory.mktemp("ray")
+    port = _free_port()
+    head = _start_head(temp, port)
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        os.killpg(head.pid, 15)
-        try:
-            head.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, 9)
-        shutil.rmtree(temp, ignore_errors=True)
+        _stop_head(head, temp)
+
+
+def _barrier_argv(address: str, nodes: int, gpus: int, timeout: float) -> list[str]:
+    args = ["--address", address, "--nodes", str(nodes), "--gpus", str(gpus), "--timeout", str(timeout)]
+    return [sys.executable, "-c", READY_PROGRAM.read_text(), *args, "--hosts", f"{socket.gethostname()},node-b"]
 
 
 def _barrier(address: str, nodes: int, gpus: int, timeout: float) -> subprocess.CompletedProcess[str]:
-    program = READY_PROGRAM.read_text()
-    args = ["--address", address, "--nodes", str(nodes), "--gpus", str(gpus), "--timeout", str(timeout)]
-    return subprocess.run(
-        [sys.executable, "-c", program, *args, "--hosts", f"{socket.gethostname()},node-b"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return subprocess.run(_barrier_argv(address, nodes, gpus, timeout), capture_output=True, text=True, timeout=120)
+
+
+def test_barrier_started_before_the_head_waits_for_its_gcs() -> None:
+    """The sbatch starts the barrier together with Ray: it waits for the GCS, then counts."""
+    if not RAY.exists():
+        unavailable("ray is not installed in this venv (extra `sandbox`)")
+    port = _free_port()
+    barrier = subprocess.Popen(
+        _barrier_argv(f"127.0.0.1:{port}", 1, 2, 90), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(1)  # the barrier is up and waiting before the head exists
+    assert barrier.poll() is None
+    temp = Path(tempfile.mkdtemp(prefix="rr-"))  # short: Ray's socket paths live under it
+    head = _start_head(temp, port)
+    try:
+        out, err = barrier.communicate(timeout=90)
+    finally:
+        barrier.kill()
+        _stop_head(head, temp)
+    assert barrier.returncode == 0, err
+    assert "joined 1/1 nodes, 2/2 GPUs" in out
+
+
+def test_barrier_fails_at_the_timeout_when_no_gcs_answers() -> None:
+    started = time.monotonic()
+    proc = _barrier(f"127.0.0.1:{_free_port()}", 1, 2, 2)
+    assert proc.returncode == 1
+    assert "cannot reach this job's Ray head at 127.0.0.1:" in proc.stderr
+    assert time.monotonic() - started < 30
 
 
 def test_barrier_passes_when_every_node_and_gpu_joined(ray_head: str) -> None:
