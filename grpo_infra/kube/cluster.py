@@ -378,7 +378,7 @@ def _install_metrics_certs(pki: Pki, created_outside: list[str]) -> None:
         KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         raise KubeError(
-            f"Kueue v0.17 reads its metrics certificate from {KUEUE_METRICS_CERTS} and cannot be told "
+            f"Kueue reads its metrics certificate from {KUEUE_METRICS_CERTS} and cannot be told "
             f"otherwise: create that directory writable by you (sudo install -d -o $USER {KUEUE_METRICS_CERTS})"
         ) from None
     if not top.exists() or top != KUEUE_METRICS_CERTS or not any(top.iterdir()):

@@ -86,6 +86,12 @@ def stack_objects(env: Environment) -> list[dict[str, Any]]:
     return objects
 
 
+def unsuspended(job: dict[str, Any]) -> bool:
+    """Kueue admitted the RayJob (rendered with `suspend: true`): on admission Kueue sets `spec.suspend`
+    to false, which its client leaves out of the object (`omitempty`), so the field is gone, not false."""
+    return job["spec"].get("suspend") is not True
+
+
 def get(paths: Paths, *args: str) -> dict[str, Any]:
     return json.loads(cluster.kubectl(paths, "get", *args, "-o", "json"))
 

@@ -26,7 +26,7 @@ from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import LOCK, get, local_k8s, require_binaries, stack_objects, wait_until, with_changes
+from .conftest import LOCK, get, local_k8s, require_binaries, stack_objects, unsuspended, wait_until, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -166,7 +166,7 @@ def test_a_lost_node_leaves_the_budget_refusing_evictions_and_its_worker_pending
     # recoveryTimeout eviction and readmission, the resumed entrypoint) is not shown on this cluster.
     job = ray_job(paths, env)
     assert job["status"].get("jobDeploymentStatus") == "Running"
-    assert not job["spec"].get("suspend")  # still admitted
+    assert unsuspended(job)  # still admitted
     assert job["status"].get("failed", 0) == 0
     healthy = [p for p in gpu_pods(paths, env) if p["spec"].get("nodeName")]
     assert sorted(p["spec"]["nodeName"] for p in healthy) == ["local-gpu-1", "local-gpu-3", "local-gpu-4"]
