@@ -115,7 +115,11 @@ def test_up_review_destroy_and_up_again(kube: Paths, project: Path) -> None:
         lines: list[str] = []
         result = engine.preview(stack, on_output=lines.append)
         assert result.change_summary == {"same": result.change_summary["same"], "update": 1}, result.change_summary
-        assert any("grpo-eval-team" in line and "update" in line for line in lines), lines
+        text = "\n".join(lines)  # pulumi preview --diff: the resource, then its id on the next line
+        assert text.count("(update)") == 1, text
+        assert re.search(
+            r"~ kubernetes:kueue\.x-k8s\.io/v1beta2:ClusterQueue: \(update\)\n\s+\[id=grpo-eval-team\]", text
+        ), text
         assert reviewed_files(project) == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
     finally:
         edit_stack(

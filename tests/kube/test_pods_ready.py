@@ -95,7 +95,7 @@ def test_a_gang_that_never_becomes_ready_is_evicted_whole_and_requeued_holding_n
     try:
         admitted_at = time.monotonic()
         wait_until(lambda: len([p for p in gpu_pods(paths, env) if p["spec"].get("nodeName")]) == 3, 90, "3 workers")
-        assert gpus_reserved(paths, env) == 24
+        wait_until(lambda: gpus_reserved(paths, env) == 24, 30, "the gang's 24 GPUs reserved in its ClusterQueue")
         assert "PodsReady" not in conditions(paths, env) or conditions(paths, env)["PodsReady"]["status"] == "False"
 
         evicted = wait_until(
