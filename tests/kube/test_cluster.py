@@ -4,6 +4,7 @@ real CRDs, the gang admitted whole or not at all, the RayCluster made and Ready 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -73,6 +74,12 @@ def test_the_gang_is_admitted_whole_and_its_raycluster_becomes_ready_on_the_pool
             assert p["status"]["phase"] == "Running" and p["status"].get("podIP")
         head = [p for p in pods(kube, env.job.tenant) if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
         assert [p["spec"]["nodeName"] for p in head] == ["grpo-cpu-0"]
+        # KubeRay's dashboard queries look its head Service up; only on loopback (cluster.py _loopback_resolver).
+        log = kube.logs / "ray-operator.log"
+        resolvers = wait_until(
+            lambda: set(re.findall(r"svc\.cluster\.local on ([\d.]+):53", log.read_text())), 60, "a dashboard lookup"
+        )
+        assert resolvers == {"127.0.0.1"}, resolvers
     finally:
         delete_stack(kube, objects)
 
