@@ -9,7 +9,6 @@ pkg/controller/jobs/rayjob/rayjob_controller.go, PodsReady).
 
 from __future__ import annotations
 
-import fcntl
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +20,7 @@ from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import LOCK, get, local_k8s, require_binaries, stack_objects, wait_until
+from .conftest import get, local_cluster, local_k8s, stack_objects, wait_until
 from .test_cluster import delete_stack
 
 pytestmark = pytest.mark.cluster
@@ -42,16 +41,9 @@ def impatient() -> Environment:
 @pytest.fixture(scope="module")
 def stuck() -> Iterator[tuple[Paths, Environment]]:
     """A local cluster whose Kueue runs the stack's waitForPodsReady with a one-minute timeout."""
-    require_binaries()
     env = impatient()
-    LOCK.touch(exist_ok=True)
-    with LOCK.open() as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            cluster.up("local-k8s", env)
-            yield Paths(cluster.ROOT), env
-        finally:
-            cluster.down()
+    with local_cluster(env) as paths:
+        yield paths, env
 
 
 def never_ready_workers(env: Environment) -> list[dict[str, Any]]:
