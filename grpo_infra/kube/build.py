@@ -130,9 +130,9 @@ def groups() -> tuple[Group, ...]:
         ),
         Group(
             name="kubernetes",
-            # Kueue v0.17.0 is built against k8s.io/* v0.35, so the control plane is the v1.35 line
-            # and both come from one module graph.
-            requires={k8s: KUBERNETES, kueue: KUEUE},
+            # Kueue v0.19.2 and KWOK v0.8.0 are built against k8s.io/* v0.36, so the control plane is
+            # the v1.36 line and all of them come from one module graph: shared packages compile once.
+            requires={k8s: KUBERNETES, kueue: KUEUE, "sigs.k8s.io/kwok": KWOK},
             replaces_from=(k8s,),
             relative_version={"*": _staging_version(KUBERNETES)},
             binaries=(
@@ -150,17 +150,6 @@ def groups() -> tuple[Group, ...]:
                         (kueue, "config/components/webhook/manifests.yaml"),
                     ),
                 ),
-            ),
-        ),
-        Group(
-            name="kuberay",
-            requires={ray: KUBERAY},
-            binaries=(Binary("ray-operator", KUBERAY, ray, data=((ray, "config/crd/bases"),)),),
-        ),
-        Group(
-            name="kwok",
-            requires={"sigs.k8s.io/kwok": KWOK},
-            binaries=(
                 Binary(
                     "kwok",
                     KWOK,
@@ -171,6 +160,11 @@ def groups() -> tuple[Group, ...]:
                     ),
                 ),
             ),
+        ),
+        Group(
+            name="kuberay",
+            requires={ray: KUBERAY},
+            binaries=(Binary("ray-operator", KUBERAY, ray, data=((ray, "config/crd/bases"),)),),
         ),
         Group(
             name="pulumi",

@@ -378,7 +378,7 @@ def _install_metrics_certs(pki: Pki, created_outside: list[str]) -> None:
         KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
     except PermissionError:
         raise KubeError(
-            f"Kueue v0.17 reads its metrics certificate from {KUEUE_METRICS_CERTS} and cannot be told "
+            f"Kueue reads its metrics certificate from {KUEUE_METRICS_CERTS} and cannot be told "
             f"otherwise: create that directory writable by you (sudo install -d -o $USER {KUEUE_METRICS_CERTS})"
         ) from None
     if not top.exists() or top != KUEUE_METRICS_CERTS or not any(top.iterdir()):
@@ -389,17 +389,37 @@ def _install_metrics_certs(pki: Pki, created_outside: list[str]) -> None:
         created_outside += [str(crt), str(key)]
 
 
+def _loopback_resolver(paths: Paths, argv: list[str]) -> list[str]:
+    """`argv` in a mount namespace of its own whose /etc/resolv.conf names only 127.0.0.1.
+
+    KubeRay reaches a RayCluster's dashboard by its head Service's DNS name (ray-operator v1.6.2
+    controllers/ray/utils/util.go:937-939, FetchHeadServiceURL), which nothing resolves here: through
+    the machine's own resolver those lookups would leave the machine. Pointed at loopback, where
+    nothing answers, they fail at once and stay on this host. Needs root (a mount namespace);
+    otherwise `argv` is unchanged.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return argv
+    conf = paths.config("resolv.conf")
+    conf.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    bind = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind, str(conf), *argv]
+
+
 def _start_kuberay(paths: Paths, timeout: float) -> None:
     _start(
         paths,
         "ray-operator",
-        [
-            tool("ray-operator"),
-            "-enable-leader-election=false",
-            f"-health-probe-bind-address={LOOPBACK}:{PORTS['kuberay-health']}",
-            "-metrics-addr=0",
-            "-log-stdout-encoder=console",
-        ],
+        _loopback_resolver(
+            paths,
+            [
+                tool("ray-operator"),
+                "-enable-leader-election=false",
+                f"-health-probe-bind-address={LOOPBACK}:{PORTS['kuberay-health']}",
+                "-metrics-addr=0",
+                "-log-stdout-encoder=console",
+            ],
+        ),
         env={"KUBECONFIG": str(paths.kubeconfig)},
     )
     _wait(paths, "ray-operator", lambda: _http_ok(f"http://{LOOPBACK}:{PORTS['kuberay-health']}/readyz"), timeout)

@@ -48,7 +48,7 @@ PORTS = {
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 # Kueue reads its metrics certificate from this fixed path when it does not manage its own
-# certificates (sigs.k8s.io/kueue v0.17.0 cmd/kueue/main.go:206).
+# certificates (sigs.k8s.io/kueue v0.19.2 cmd/kueue/main.go:215-225).
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 # KWOK fakes the kubelet of nodes carrying this annotation, and only those.
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-KUBERNETES = "v1.35.4"
+KUBERNETES = "v1.36.3"
 ETCD = "v3.6.16"
-KUEUE = "v0.17.0"
-KUBERAY = "v1.6.0"
+KUEUE = "v0.19.2"
+KUBERAY = "v1.6.2"
 KWOK = "v0.8.0"
 PULUMI = "v3.274.1"
 # The provider module has no tag the proxy serves; this pseudo-version is its v4.25.0 commit.

@@ -7,6 +7,7 @@ machine: every use holds /tmp/grpo-kube.lock.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import secrets
@@ -45,18 +46,26 @@ def with_changes(env: Environment, change: Callable[[dict[str, Any]], None]) -> 
     return Environment.model_validate(data)
 
 
-@pytest.fixture(scope="module")
-def kube() -> Iterator[Paths]:
-    """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
+@contextlib.contextmanager
+def local_cluster(env: Environment) -> Iterator[Paths]:
+    """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
+    machine for as long as the block runs, and removed after it."""
     require_binaries()
     LOCK.touch(exist_ok=True)
     with LOCK.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cluster.up("local-k8s", local_k8s())
+            cluster.up("local-k8s", env)
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[Paths]:
+    """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
+    with local_cluster(local_k8s()) as paths:
+        yield paths
 
 
 def token_secret(env: Environment) -> dict[str, Any]:
@@ -84,6 +93,12 @@ def stack_objects(env: Environment) -> list[dict[str, Any]]:
         at = next(i for i, o in enumerate(objects) if o["kind"] == "RayJob")
         objects.insert(at, token_secret(env))
     return objects
+
+
+def unsuspended(job: dict[str, Any]) -> bool:
+    """Kueue admitted the RayJob (rendered with `suspend: true`): on admission Kueue sets `spec.suspend`
+    to false, which its client leaves out of the object (`omitempty`), so the field is gone, not false."""
+    return job["spec"].get("suspend") is not True
 
 
 def get(paths: Paths, *args: str) -> dict[str, Any]:

@@ -50,17 +50,28 @@ CASES = {
 }
 
 
-def kueue_admits(paths: Paths, namespace: str) -> bool:
-    """Kueue's verdict on the only Workload in the namespace: quota reserved, or a failed attempt."""
+# Seconds Kueue is given to admit: a scan that fails is followed by the next one, which resumes each
+# pod set's flavor search where the last stopped (docs/check.md); on this cluster that takes seconds.
+WINDOW = 30
 
-    def verdict() -> str | None:
+
+def kueue_admits(paths: Paths, namespace: str) -> bool:
+    """Kueue's verdict on the only Workload in the namespace: quota reserved within WINDOW seconds, or
+    judged (QuotaReserved False) and still not reserved by then."""
+
+    def reserved() -> str | None:
         items = get(paths, "workloads", "-n", namespace)["items"]
         for c in items[0].get("status", {}).get("conditions", []) if items else []:
             if c["type"] == "QuotaReserved":
                 return c["status"]
         return None
 
-    return wait_until(verdict, 60, "a Kueue verdict") == "True"
+    try:
+        wait_until(lambda: reserved() == "True", WINDOW, "quota reserved")
+        return True
+    except AssertionError:
+        assert reserved() == "False", "Kueue never judged the Workload"
+        return False
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -4,6 +4,7 @@ real CRDs, the gang admitted whole or not at all, the RayCluster made and Ready 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from grpo_infra.k8s.queues import cluster_queue_name
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import Paths
 
-from .conftest import get, local_k8s, stack_objects, wait_until, with_changes
+from .conftest import get, local_k8s, stack_objects, unsuspended, wait_until, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -46,7 +47,7 @@ def test_the_gang_is_admitted_whole_and_its_raycluster_becomes_ready_on_the_pool
     objects = stack_objects(env)
     apply_stack(kube, objects)  # every object accepted by the real API server and CRDs (strict fields)
     try:
-        wait_until(lambda: (j := ray_job(kube, env))["spec"].get("suspend") is False and j, 60, "admitted")
+        wait_until(lambda: unsuspended(j := ray_job(kube, env)) and j, 60, "admitted")
         workloads = get(kube, "workloads", "-n", env.job.tenant)["items"]
         assert len(workloads) == 1
         admission = workloads[0]["status"]["admission"]
@@ -73,6 +74,12 @@ def test_the_gang_is_admitted_whole_and_its_raycluster_becomes_ready_on_the_pool
             assert p["status"]["phase"] == "Running" and p["status"].get("podIP")
         head = [p for p in pods(kube, env.job.tenant) if p["metadata"]["labels"].get("ray.io/node-type") == "head"]
         assert [p["spec"]["nodeName"] for p in head] == ["grpo-cpu-0"]
+        # KubeRay's dashboard queries look its head Service up; only on loopback (cluster.py _loopback_resolver).
+        log = kube.logs / "ray-operator.log"
+        resolvers = wait_until(
+            lambda: set(re.findall(r"svc\.cluster\.local on ([\d.]+):53", log.read_text())), 60, "a dashboard lookup"
+        )
+        assert resolvers == {"127.0.0.1"}, resolvers
     finally:
         delete_stack(kube, objects)
 
@@ -93,7 +100,7 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
         assert pods(kube, env.job.tenant) == []
         # Raising the quota in the stack and applying it again admits the same gang, whole.
         apply_stack(kube, [o for o in stack_objects(local_k8s()) if o["kind"] == "ClusterQueue"])
-        wait_until(lambda: ray_job(kube, env)["spec"].get("suspend") is False, 60, "admitted after the raise")
+        wait_until(lambda: unsuspended(ray_job(kube, env)), 60, "admitted after the raise")
     finally:
         delete_stack(kube, objects)
 
@@ -123,7 +130,7 @@ def test_a_high_priority_gang_preempts_a_low_one_whole(kube: Paths) -> None:
         wait_until(lambda: worker_pods(kube, env, "gang-low") == 3, 90, "the low gang's 3 workers")
         apply_stack(kube, [high])
         wait_until(
-            lambda: get(kube, "rayjob", "gang-high", "-n", env.job.tenant)["spec"].get("suspend") is False,
+            lambda: unsuspended(get(kube, "rayjob", "gang-high", "-n", env.job.tenant)),
             90,
             "high admitted",
         )

@@ -4,19 +4,23 @@ cluster: preview, up, a reviewed change, destroy and up again, and an infeasible
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from grpo_infra import engine, synth
+from grpo_infra import engine
 from grpo_infra.check import violations
+from grpo_infra.cli import app
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import PULUMI_TOOLS, Paths
 from grpo_infra.spec import load_stack
 
-from .conftest import ROOT, get, require_binaries, wait_until
+from .conftest import ROOT, get, require_binaries, unsuspended, wait_until
 
 pytestmark = pytest.mark.cluster
 # What the stack labels as its own (grpo_infra/k8s/namespaces.py MANAGED_BY).
@@ -34,12 +38,24 @@ def passphrase() -> None:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A copy of the project's stack files, so a test can edit one as a user would."""
+    """A copy of the project's stack files in a git repository of its own, so a test can edit one as a
+    user would and review the change with `grpo-infra diff` against the last commit."""
     require_binaries(PULUMI_TOOLS)
     root = tmp_path_factory.mktemp("project")
     shutil.copytree(ROOT / "stacks", root / "stacks")
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    git = ["git", "-C", str(root), "-c", "user.name=test", "-c", "user.email=test@localhost"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "stacks as shipped"], check=True)
     return root
+
+
+def reviewed_files(project: Path) -> list[str]:
+    """The rendered files `grpo-infra diff` reports changed, added or removed since the last commit."""
+    result = CliRunner().invoke(app, ["diff", "local-k8s", "--root", str(project)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return sorted(re.findall(r"^[│|] (?:changed|added|removed) +[│|] (\S+)", result.output, re.M))
 
 
 def edit_stack(project: Path, old: str, new: str) -> None:
@@ -85,27 +101,30 @@ def test_up_review_destroy_and_up_again(kube: Paths, project: Path) -> None:
     # The pool's nodes carry the stack's labels and taints (its NodePatches), and Kueue admits the gang.
     node = get(kube, "node", "local-gpu-2")
     assert node["metadata"]["labels"]["grpo-infra/pool"] == "sim-gpu"
-    wait_until(lambda: get(kube, "rayjob", env.job.name, "-n", "rl-team")["spec"].get("suspend") is False, 60, "admit")
+    wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
 
-    # Review: with nothing changed, nothing to do; one tenant's quota changed, exactly its ClusterQueue.
+    # Review: with nothing changed, nothing to do, and `grpo-infra diff` sees nothing either; one
+    # tenant's quota lowered, exactly its ClusterQueue, in both.
     assert set(engine.preview(stack).change_summary) == {"same"}
-    before = synth.render(env)
+    assert reviewed_files(project) == []
     edit_stack(
-        project, "{name: eval-team, queue: eval-team, gpuQuota: 8}", "{name: eval-team, queue: eval-team, gpuQuota: 16}"
+        project, "{name: eval-team, queue: eval-team, gpuQuota: 8}", "{name: eval-team, queue: eval-team, gpuQuota: 4}"
     )
     try:
         stack = engine.select("local-k8s", project, settings)
         lines: list[str] = []
         result = engine.preview(stack, on_output=lines.append)
-        assert result.change_summary.get("update") == 1, result.change_summary
-        assert any("grpo-eval-team" in line for line in lines)
-        after = synth.render(load_stack("local-k8s", project).environment)
-        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-        assert changed == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
+        assert result.change_summary == {"same": result.change_summary["same"], "update": 1}, result.change_summary
+        text = "\n".join(lines)  # pulumi preview --diff: the resource, then its id on the next line
+        assert text.count("(update)") == 1, text
+        assert re.search(
+            r"~ kubernetes:kueue\.x-k8s\.io/v1beta2:ClusterQueue: \(update\)\n\s+\[id=grpo-eval-team\]", text
+        ), text
+        assert reviewed_files(project) == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
     finally:
         edit_stack(
             project,
-            "{name: eval-team, queue: eval-team, gpuQuota: 16}",
+            "{name: eval-team, queue: eval-team, gpuQuota: 4}",
             "{name: eval-team, queue: eval-team, gpuQuota: 8}",
         )
     stack = engine.select("local-k8s", project, settings)
@@ -119,6 +138,6 @@ def test_up_review_destroy_and_up_again(kube: Paths, project: Path) -> None:
 
     # Reproducible: the same stack goes up again on the same cluster.
     engine.up(stack)
-    wait_until(lambda: get(kube, "rayjob", env.job.name, "-n", "rl-team")["spec"].get("suspend") is False, 60, "admit")
+    wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
     engine.destroy(stack)
     assert ours_left(kube) == []

@@ -14,7 +14,6 @@ otherwise complete it at once).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import LOCK, get, local_k8s, require_binaries, stack_objects, wait_until, with_changes
+from .conftest import get, local_cluster, local_k8s, stack_objects, unsuspended, wait_until, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -46,16 +45,9 @@ def whole_pool_gang() -> Environment:
 
 @pytest.fixture(scope="module")
 def lossy() -> Iterator[tuple[Paths, Environment]]:
-    require_binaries()
     env = whole_pool_gang()
-    LOCK.touch(exist_ok=True)
-    with LOCK.open() as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            cluster.up("local-k8s", env)
-            yield Paths(cluster.ROOT), env
-        finally:
-            cluster.down()
+    with local_cluster(env) as paths:
+        yield paths, env
 
 
 def stand_in_objects(env: Environment) -> list[dict[str, Any]]:
@@ -166,7 +158,7 @@ def test_a_lost_node_leaves_the_budget_refusing_evictions_and_its_worker_pending
     # recoveryTimeout eviction and readmission, the resumed entrypoint) is not shown on this cluster.
     job = ray_job(paths, env)
     assert job["status"].get("jobDeploymentStatus") == "Running"
-    assert not job["spec"].get("suspend")  # still admitted
+    assert unsuspended(job)  # still admitted
     assert job["status"].get("failed", 0) == 0
     healthy = [p for p in gpu_pods(paths, env) if p["spec"].get("nodeName")]
     assert sorted(p["spec"]["nodeName"] for p in healthy) == ["local-gpu-1", "local-gpu-3", "local-gpu-4"]
