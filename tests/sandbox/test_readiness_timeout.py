@@ -1,8 +1,10 @@
-"""A node whose Ray never starts: the job ends at the readiness timeout and leaves no Ray behind."""
+"""A node whose Ray never starts: the job ends at the readiness timeout and leaves no Ray behind.
+A Ray step that ends before the head's GCS answers ends the job at once, its readiness barrier too."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -55,3 +57,50 @@ def test_missing_node_fails_at_the_timeout_with_a_clear_message(local_sandbox: P
 
     # Nothing of this job's Ray survives on any node: no process holds a file under its temp dirs.
     assert jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}") == {}
+
+
+def test_a_ray_step_that_ends_before_the_gcs_ends_the_job_and_its_barrier(local_sandbox: Plan, workdir: Path) -> None:
+    """The barrier starts with Ray and waits for the GCS itself; the batch shell still watches the Ray step."""
+    bindir = workdir / "bin"
+    bindir.mkdir()
+    real_srun = shutil.which("srun", path=jobs.job_environment()["PATH"])
+    assert real_srun is not None
+    # An `srun` first on PATH that fails the Ray step (`--job-name=ray`) at once and runs every other step.
+    (bindir / "srun").write_text(
+        "#!/bin/bash\n"
+        'for arg; do [[ $arg == --job-name=ray ]] && { echo "Ray step made to fail by the test" >&2; exit 1; }; done\n'
+        f'exec {real_srun} "$@"\n'
+    )
+    (bindir / "srun").chmod(0o755)
+    env = jobs.job_environment({"GRPO_ENTRYPOINT": "echo training must not start; exit 3"})
+    env["GRPO_RAY_READY_TIMEOUT"] = "240"
+    env["PATH"] = f"{bindir}:{env['PATH']}"
+    job = jobs.submit(local_sandbox.sbatch, extra_env=env, cwd=workdir)
+    started = time.monotonic()
+    state = jobs.wait_for_state(job, timeout=120, poll=0.05)
+    output = jobs.output(job)
+
+    assert state == "FAILED", output[-3000:]
+    assert time.monotonic() - started < 60  # not the 240 s readiness timeout
+    assert "training must not start" not in output
+    assert "ERROR: the Ray step ended before the head's GCS answered on " in output
+    # The barrier, waiting for a GCS that never comes, went with the job: no process of it is left.
+    time.sleep(1)
+    assert _barriers_of(workdir) == []
+    assert jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}") == {}
+
+
+def _barriers_of(workdir: Path) -> list[int]:
+    """Pids of readiness barriers whose environment names this test's PATH (so: of its jobs)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"Readiness barrier of the GRPO sbatch" in cmdline and str(workdir / "bin").encode() in environ:
+            found.append(int(proc.name))
+    return found
