@@ -8,9 +8,9 @@ timeout with the counts and the nodes still missing. Standard library and Ray on
 the image.
 
 The count comes from the GCS's node table over Ray's own GCS client (`ray._raylet.GcsClient`, as
-`ray status` uses it: python/ray/scripts/scripts.py, Ray 2.60), not from a Ray driver: `ray.init`
-would wait for this node's raylet, polling the process table once a second
-(get_node_to_connect_for_driver in python/ray/_private/services.py), and the raylet answers a first
+`ray status` uses it: python/ray/scripts/scripts.py line 2392, Ray 2.60), not from a Ray driver:
+`ray.init` would wait for this node's raylet, polling the process table once a second
+(get_node_to_connect_for_driver, python/ray/_private/services.py lines 512-581), and the raylet answers a first
 driver by starting idle worker processes, CPU the other nodes need to start in the meantime.
 
 With `--gate MODULE ARGS...` it then connects as a driver and runs the fabric gate
