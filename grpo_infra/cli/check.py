@@ -23,12 +23,13 @@ def check(
 ) -> None:
     """Check STACK's gang feasibility statically: exit 0 feasible, 1 with every violation, 2 bad input."""
     env = load(stack, root).environment
+    # Warnings go to stderr in both forms, so `--json`'s stdout stays the list of violations alone.
+    for warning in warnings(env):
+        err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     if as_json:
         found = violations(env)
         sys.stdout.write(json.dumps([asdict(v) for v in found], indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
-    for warning in warnings(env):
-        err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     refuse_if_infeasible(stack, env)
     gang = env.gang
     console.print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from typer.testing import CliRunner
@@ -71,3 +72,8 @@ def test_check_prints_the_warning_and_exits_zero(tmp_path) -> None:
     result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "[slurm-path-shared]" in result.output
+    # --json: the same warnings on stderr, and stdout still the JSON list of violations alone.
+    as_json = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == []
+    assert "warning:" in as_json.stderr and "[slurm-path-shared]" in as_json.stderr
