@@ -12,6 +12,7 @@ average, which these numbers move with. Needs root. Not a test:
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import statistics
@@ -27,6 +28,7 @@ from grpo_infra.sandbox import jobs
 from grpo_infra.spec import Environment, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
+LOCK = Path("/tmp/grpo-sandbox.lock")
 
 
 def ctl_time(log: Path, pattern: str) -> float:
@@ -65,6 +67,13 @@ def stack_env(gate: bool) -> Environment:
 def timed_jobs(nodes: int, gate: bool, runs: int) -> list[tuple[float, float]]:
     """`runs` jobs one after the other on one sandbox of `nodes` nodes: (start→launched, end→COMPLETED)."""
     env = stack_env(gate)
+    LOCK.touch(exist_ok=True)
+    with LOCK.open() as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one sandbox per machine: wait for the tests' to be down
+        return _timed_jobs(env, nodes, gate, runs)
+
+
+def _timed_jobs(env: Environment, nodes: int, gate: bool, runs: int) -> list[tuple[float, float]]:
     plan = sandbox.up("local-slurm", env, nodes)
     results = []
     try:

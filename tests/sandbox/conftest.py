@@ -6,6 +6,7 @@ are missing, the tests FAIL, because CI installs them (scripts/install-system-de
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from grpo_infra.sandbox.plan import Plan
 from grpo_infra.spec import Environment, load_stack
 
 ROOT = Path(__file__).resolve().parents[2]
+LOCK = Path("/tmp/grpo-sandbox.lock")
 
 
 def require_sandbox() -> None:
@@ -33,12 +35,18 @@ def local_slurm() -> Environment:
 
 
 def bring_up(env: Environment, nodes: int = 3, stack: str = "local-slurm") -> Iterator[Plan]:
+    """The sandbox for `env`, held alone on this machine (one sandbox per machine: its namespaces,
+    addresses and /run/grpo-sandbox are fixed) until the module is done; another holder of the lock,
+    such as a benchmark, is waited for, never torn down."""
     require_sandbox()
-    plan = sandbox.up(stack, env, nodes)
-    try:
-        yield plan
-    finally:
-        sandbox.down()
+    LOCK.touch(exist_ok=True)
+    with LOCK.open() as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        plan = sandbox.up(stack, env, nodes)
+        try:
+            yield plan
+        finally:
+            sandbox.down()
 
 
 @pytest.fixture(scope="module")
