@@ -214,9 +214,19 @@ def node_mode(requested: str = "auto") -> tuple[str, str | None]:
     return "fake", reason
 
 
-def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120, nodes: str = "auto") -> dict[str, Any]:
+def up(
+    stack: str,
+    env: Environment,
+    *,
+    root: Path = ROOT,
+    timeout: float = 120,
+    nodes: str = "auto",
+    archives: list[Path] | None = None,
+) -> dict[str, Any]:
     """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve.
-    `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible)."""
+    `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
+    `archives`: the images real nodes get besides the pause image (default: every archive in the
+    images directory, `images.archives()`)."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
     mode, why_fake = node_mode(nodes)
@@ -226,7 +236,7 @@ def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120,
     paths = Paths(root)
     started = time.monotonic()
     try:
-        state = _bring_up(stack, env, paths, timeout, mode)
+        state = _bring_up(stack, env, paths, timeout, mode, archives)
         if why_fake:
             state["fake_because"] = why_fake
     except BaseException:
@@ -237,7 +247,9 @@ def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120,
     return state
 
 
-def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float, mode: str) -> dict[str, Any]:
+def _bring_up(
+    stack: str, env: Environment, paths: Paths, timeout: float, mode: str, archives: list[Path] | None
+) -> dict[str, Any]:
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.config("x").parent.mkdir(parents=True, exist_ok=True)
     planned = real_nodes(env) if mode == "real" else []
@@ -271,7 +283,7 @@ def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float, mode: 
     kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
 
     if planned:
-        names = _start_real_nodes(paths, planned, created_outside, timeout)
+        names = _start_real_nodes(paths, planned, created_outside, timeout, archives)
         paths.state.write_text(json.dumps(state) + "\n")
     else:
         _start_kwok(paths)
@@ -304,12 +316,14 @@ def _wait_devices(paths: Paths, planned: list[Any], timeout: float) -> None:
     wait_for(advertised, timeout, KubeError(f"device plugins not registered after {timeout:.0f}s; see nodes/*/logs/"))
 
 
-def _start_real_nodes(paths: Paths, planned: list[Any], created: list[str], timeout: float) -> list[str]:
+def _start_real_nodes(
+    paths: Paths, planned: list[Any], created: list[str], timeout: float, archives: list[Path] | None
+) -> list[str]:
     """The cluster DNS, then every node (booted at once), its images loaded; returns their names."""
     (paths.root / "dns").mkdir(parents=True, exist_ok=True)
     _start(paths, "dnsmasq", realnodes.dns_argv(paths))
     _start(paths, "dnsfeed", realnodes.dnsfeed_argv(paths), env=realnodes.node_env(paths.root))
-    archives = images.archives()
+    archives = images.archives() if archives is None else [images.pause_archive(), *archives]
     for node in planned:
         realnodes.prepare_node(node, paths, created)
     paths.state.write_text(json.dumps({**load_state(paths.root), "created_outside_root": created}) + "\n")

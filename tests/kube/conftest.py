@@ -55,7 +55,7 @@ def require_real_nodes() -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(env: Environment, nodes: str = "fake") -> Iterator[Paths]:
+def local_cluster(env: Environment, nodes: str = "fake", archives: list[Path] | None = None) -> Iterator[Paths]:
     """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
     machine for as long as the block runs, and removed after it. `nodes="fake"` (KWOK) for the
     admission tests, which need nodes larger than this machine; `"real"` for kubelets and containers."""
@@ -66,7 +66,7 @@ def local_cluster(env: Environment, nodes: str = "fake") -> Iterator[Paths]:
     with LOCK.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cluster.up("local-k8s", env, nodes=nodes, timeout=180)
+            cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives)
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()

@@ -40,10 +40,8 @@ def before() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def kube(before: dict[str, object]) -> Iterator[Paths]:
-    with local_cluster(ENV, nodes="real") as paths:
-        for node in (GPU_NODE, CPU_NODE):
-            sock = Path(paths.root) / "nodes" / node / "fs/run-containerd/containerd.sock"
-            images.load_images(sock, [images.tools_archive()])
+    # Only the tools image (and the pause image): the stack's own image is the job tests' business.
+    with local_cluster(ENV, nodes="real", archives=[images.tools_archive()]) as paths:
         yield paths
 
 
@@ -177,6 +175,26 @@ def test_kube_status_shows_real_nodes_and_pods(kube: Paths) -> None:
     assert "real nodes" in text
     assert GPU_NODE in text and "Ready" in text
     assert "client" in text  # the pods, with their nodes
+
+
+def test_a_killed_node_dies_like_a_machine_and_goes_not_ready(kube: Paths) -> None:
+    """kill_node: kubelet, containerd, shims, device plugin and containers SIGKILLed at once; the
+    control plane notices only by the missing heartbeats, as with a machine that lost power."""
+    victim = pool_hosts(POOL)[-1]
+    sleeper = pod("on-victim", victim, ["sleep", "3600"])
+    cluster.apply(kube, [sleeper])
+    wait_until(lambda: running(kube, "on-victim"), 90, "a pod running on the victim")
+    assert realnodes.cgroup_pids(victim), "the pod's container runs in the victim's cgroups"
+    killed = realnodes.kill_node(victim)
+    assert killed
+    assert realnodes.node_pids(victim) == []
+    assert all(realnodes.node_pids(n) for n in (GPU_NODE, CPU_NODE)), "the other nodes live on"
+
+    def ready_status() -> str:
+        node = get(kube, "node", victim)
+        return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+    wait_until(lambda: ready_status() == "Unknown", 150, f"{victim} NotReady (heartbeats stopped)")
 
 
 def test_kube_down_leaves_nothing_behind(kube: Paths, before: dict[str, object]) -> None:
