@@ -237,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         wrong.append(f"all_reduce_perf loads {tests_nccl}, not torch's NCCL: the gate would measure another NCCL")
     if args.min_driver and not args.at_build:
         if driver is None:
-            wrong.append(f"no NVIDIA driver ({DRIVER_VERSION_FILE} unreadable); CUDA {args.cuda} needs >= {args.min_driver}")
+            wrong.append(
+                f"no NVIDIA driver ({DRIVER_VERSION_FILE} unreadable); CUDA {args.cuda} needs >= {args.min_driver}"
+            )
         elif numeric(driver) < numeric(args.min_driver):
             wrong.append(f"NVIDIA driver {driver} on this node, CUDA {args.cuda} needs >= {args.min_driver}")
     if wrong:

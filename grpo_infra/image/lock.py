@@ -296,7 +296,10 @@ def verify(image: Image, lock: str, uv: str | None = None) -> str | None:
     problem = stale(image, lock)
     if problem:
         return problem
-    again = resolve(image, pinned=lock, uv=uv)
+    try:
+        again = resolve(image, pinned=lock, uv=uv)
+    except LockError as exc:
+        return str(exc)
     before, after = pins(lock), pins(again)
     if before != after:
         moved = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))

@@ -71,11 +71,13 @@ def test_the_build_installs_the_committed_lock_with_hashes_and_no_resolution() -
     # Every requirement of the committed lock is in exactly one of the two install steps, unchanged.
     assert pins(wheels) | pins(source) == pins(lock) and not pins(wheels).keys() & pins(source).keys()
     assert pins(source) == {"flash-attn": "2.8.3"}
-    assert "RUN pip install --no-cache-dir --require-hashes --no-deps -r /opt/grpo-infra/requirements.lock" in (
-        files["image/Dockerfile"]
+    assert (
+        "RUN pip install --no-cache-dir --require-hashes --no-deps -r /opt/grpo-infra/requirements.lock"
+        in (files["image/Dockerfile"])
     )
-    assert "--require-hashes --no-deps --no-build-isolation -r /opt/grpo-infra/source-build.lock" in (
-        files["image/Dockerfile"]
+    assert (
+        "--require-hashes --no-deps --no-build-isolation -r /opt/grpo-infra/source-build.lock"
+        in (files["image/Dockerfile"])
     )
 
 
@@ -103,7 +105,10 @@ def test_nccl_tests_link_torchs_nccl_not_a_distribution_libnccl2() -> None:
     installs = [line for line in text.splitlines() if "apt-get install" in line]
     assert not [line for line in installs if "libnccl" in line], installs
     wheel_lib = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib"
-    assert "NCCL_HOME=/tmp/nccl-home" in text and f"patchelf --set-rpath {wheel_lib} /usr/local/bin/all_reduce_perf" in text
+    assert (
+        "NCCL_HOME=/tmp/nccl-home" in text
+        and f"patchelf --set-rpath {wheel_lib} /usr/local/bin/all_reduce_perf" in text
+    )
     # nccl-tests are built after the locked set, so the wheel's NCCL is there to link.
     assert text.index("requirements.lock") < text.index("make -C /tmp/nccl-tests")
 
