@@ -166,6 +166,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rdma", action="store_true", help="the pool's fabric is InfiniBand/RoCE: verbs must load")
     parser.add_argument("--hcas", help="comma-separated HCAs the pool declares (checked at job start)")
     parser.add_argument("--min-driver", help="the lowest NVIDIA driver the image's CUDA runs on (job start)")
+    parser.add_argument("--driver-version-file", default=DRIVER_VERSION_FILE, help=argparse.SUPPRESS)
     parser.add_argument("--at-build", action="store_true", help="image build: skip what only a node has (HCAs, driver)")
     return parser.parse_args(argv)
 
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     tests_nccl = nccl_tests_nccl(tests) if tests else None
     if tests:
         present.append(f"all_reduce_perf NCCL {tests_nccl or 'unresolved'}")
-    driver = None if args.at_build else driver_version()
+    driver = None if args.at_build else driver_version(args.driver_version_file)
     if args.min_driver and not args.at_build:
         present.append(f"driver {driver or 'none'}")
     print(f"image guard [{node}]: {', '.join(present)}", flush=True)
