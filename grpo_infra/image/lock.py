@@ -46,6 +46,24 @@ FLASH_ATTN = "flash-attn==2.8.3"
 # setup_requires packaging, psutil, ninja; its PKG-INFO requires torch and einops.
 SOURCE_BUILT = {"flash-attn": ("setuptools", "wheel", "packaging", "psutil", "ninja")}
 FLASH_ATTN_REQUIRES = ("torch", "einops")
+# What this project's gate modules import beyond the standard library (`python3 -m grpo_infra.cli nccl
+# verdict` loads the CLI and the spec): the project's own dependencies without Pulumi's (pyproject.toml;
+# tests/image/test_lock.py holds the two equal). The image installs the project's wheel --no-deps, so
+# Pulumi's pins (packaging>=26, ...), which cannot co-resolve with verl's set, never enter it; these are
+# resolved with verl's set instead, at whatever versions fit it.
+# click (cli/common.py) and cryptography (kube/certs.py) are imported with the CLI though pyproject.toml
+# has them only through typer and Pulumi: named here so the gate never depends on verl's set holding them.
+IMPORTED_NOT_DECLARED = ("click", "cryptography")
+GATE_REQUIREMENTS = (
+    "pydantic",
+    "jinja2",
+    "pyyaml",
+    "typer",
+    "rich",
+    "python-hostlist",
+    "jsonschema",
+    *IMPORTED_NOT_DECLARED,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +122,11 @@ def attention_requirements(image: Image) -> list[str]:
     return [FLASH_ATTN, *SOURCE_BUILT["flash-attn"]]
 
 
+def gate_requirements(image: Image) -> list[str]:
+    """The gate modules' imports, when the image holds this project (`grpoInfra`)."""
+    return list(GATE_REQUIREMENTS) if image.contents.grpo_infra else []
+
+
 def overrides(image: Image) -> list[str]:
     """Pins that replace what a dependency asks for, as verl's own uv environment does.
 
@@ -128,7 +151,7 @@ def lock_inputs(image: Image) -> LockInputs:
             f"({', '.join(f'ubuntu{r}' for r in UBUNTU_GLIBC)}): the lock cannot target its platform"
         )
     return LockInputs(
-        requirements=tuple(engine_requirements(image) + attention_requirements(image)),
+        requirements=tuple(engine_requirements(image) + attention_requirements(image) + gate_requirements(image)),
         overrides=tuple(overrides(image)),
         python=image.contents.python,
         platform=platform,

@@ -163,3 +163,51 @@ def test_the_sglang_set_is_impossible_without_verls_override(monkeypatch: pytest
     monkeypatch.setattr(locking, "overrides", lambda image: [])
     with pytest.raises(locking.LockError, match=r"transformers==5\.6\.0"):
         locking.resolve(stack("onprem-k8s").image, uv=binary)
+
+
+def test_the_gate_requirements_are_the_projects_own_without_pulumi() -> None:
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[=<>!~\[ ]", d)[0] for d in project}
+    assert set(locking.GATE_REQUIREMENTS) - set(locking.IMPORTED_NOT_DECLARED) == {n for n in names if not n.startswith("pulumi")}
+    pinned = locking.pins(stack("onprem-slurm").image.build.lock)  # type: ignore[arg-type,union-attr]
+    assert set(locking.GATE_REQUIREMENTS) <= pinned.keys()
+    assert not [n for n in pinned if n.startswith("pulumi")]
+
+
+def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
+    """The image holds this project --no-deps: `python3 -m grpo_infra.cli nccl verdict` must import with
+    only the lock's packages (at the lock's versions), and Pulumi absent."""
+    binary = uv()
+    lock = stack("onprem-slurm").image.build.lock  # type: ignore[union-attr]
+    assert lock is not None
+    pinned = locking.pins(lock)
+    (tmp_path / "gate.txt").write_text("\n".join(locking.GATE_REQUIREMENTS) + "\n")
+    (tmp_path / "pins.txt").write_text(
+        "\n".join(f"{n}=={v}" for n, v in sorted(pinned.items()) if n != "flash-attn") + "\n"
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([binary, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
+    environ = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
+    install = subprocess.run(
+        [binary, "pip", "install", "-q", "-r", "gate.txt", "-c", "pins.txt"],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stderr
+    python = str(venv / "bin" / "python")
+    gate = subprocess.run(
+        [python, "-m", "grpo_infra.cli", "nccl", "verdict", "--help"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert gate.returncode == 0, gate.stderr[-2000:]
+    assert subprocess.run([python, "-c", "import pulumi"], capture_output=True).returncode != 0
