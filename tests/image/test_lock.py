@@ -171,7 +171,9 @@ def test_the_gate_requirements_are_the_projects_own_without_pulumi() -> None:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {re.split(r"[=<>!~\[ ]", d)[0] for d in project}
-    assert set(locking.GATE_REQUIREMENTS) - set(locking.IMPORTED_NOT_DECLARED) == {n for n in names if not n.startswith("pulumi")}
+    assert set(locking.GATE_REQUIREMENTS) - set(locking.IMPORTED_NOT_DECLARED) == {
+        n for n in names if not n.startswith("pulumi")
+    }
     pinned = locking.pins(stack("onprem-slurm").image.build.lock)  # type: ignore[arg-type,union-attr]
     assert set(locking.GATE_REQUIREMENTS) <= pinned.keys()
     assert not [n for n in pinned if n.startswith("pulumi")]
