@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
+from ..image import build as building
 from ..image import lock as locking
+from ..image.oci import OCIError
 from .common import CHECK_FAILED, RootOption, console, fail, load, project_root
 
-app = typer.Typer(help="The job's image: lock its Python set (docs/images.md).", no_args_is_help=True)
+app = typer.Typer(
+    help="The job's image: lock its Python set, build its CPU variant for the local cluster (docs/images.md).",
+    no_args_is_help=True,
+)
 
 StackArgument = Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")]
 
@@ -60,3 +65,42 @@ def lock(
         f"{time.monotonic() - started:.1f}s)",
         highlight=False,
     )
+
+
+@app.command("build")
+def build(
+    stack: StackArgument,
+    force: Annotated[
+        bool, typer.Option("--force", help="Build again even when the cached archive is current.")
+    ] = False,
+    differences: Annotated[
+        bool,
+        typer.Option("--differences", help="Also print, package by package, what differs from the production image."),
+    ] = False,
+    root: RootOption = None,
+) -> None:
+    """Build STACK's image as a CPU variant (no CUDA, no registry, no Docker) into an OCI archive under
+    ${GRPO_INFRA_CACHE:-~/.cache/grpo-infra}/images/, tagged with `image.ref`; cached by its contents."""
+    base = project_root(root)
+    env = load(stack, base).environment
+    try:
+        built = building.build(env, base, force=force, progress=lambda line: console.print(line, highlight=False))
+    except (building.BuildError, OCIError) as exc:
+        fail(f"{stack}: {exc}", CHECK_FAILED)
+    state = "cached" if built.cached else "built"
+    console.print(f"{env.image.ref}: {state} in {built.seconds:.1f}s -> {built.archive}", highlight=False)
+    if differences:
+        typer.echo(building.differences_markdown(env, built.record), nl=False)
+
+
+@app.command("operators")
+def operators() -> None:
+    """Make the Kueue and KubeRay operator images from the locally built binaries (scripts/build-kube.sh),
+    under the references their charts name; cached by the binaries' contents."""
+    from ..kube import operator_images
+
+    try:
+        for path in operator_images.ensure_all(progress=lambda line: console.print(line, highlight=False)):
+            console.print(str(path), highlight=False)
+    except OCIError as exc:
+        fail(str(exc), CHECK_FAILED)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,11 +32,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from ..spec import Environment
 from ..spec.image import ImageContents
 from . import guard_args, guard_program
-from .dockerfile import VENV, requirements
+from .dockerfile import VENV
+from .lock import engine_requirements, normalize, pins
 from .oci import ImageConfig, cache_dir, write_archive
 
 # Bump when the recipe below changes what a build of the same inputs holds.
@@ -64,9 +67,17 @@ class BuildError(Exception):
 def variant_contents(contents: ImageContents) -> ImageContents:
     """What the CPU variant holds, as a declaration the guard can hold it to.
 
-    The same Ray, verl and engine releases; the suite's CPython; no CUDA (no torch); grpo-infra."""
+    The same Ray, verl and engine releases; the suite's CPython; no CUDA (no torch, so no driver
+    floor), attention by torch's own `sdpa` (flash-attn is a CUDA extension); grpo-infra."""
     return contents.model_copy(
-        update={"python": SUITE_PYTHON, "cuda": None, "efa": False, "nccl_tests": False, "grpo_infra": True}
+        update={
+            "python": SUITE_PYTHON,
+            "cuda": None,
+            "attention": "sdpa",
+            "efa": False,
+            "nccl_tests": False,
+            "grpo_infra": True,
+        }
     )
 
 
@@ -91,6 +102,8 @@ class Recipe:
     # Installed with their dependencies (Ray), and without (verl, the engine: theirs need GPUs).
     with_deps: tuple[str, ...]
     without_deps: tuple[str, ...]
+    # The stack's lock as pip constraints: every package both images hold is at the locked version.
+    constraints: tuple[str, ...]
     grpo_infra_source: str
     guard: str
     recipe: str = RECIPE
@@ -119,21 +132,23 @@ def recipe(env: Environment, project: Path) -> Recipe:
     """The CPU image's recipe from the stack's `image.contents` (the same pins `requirements.txt` holds)."""
     if env.image.ref is None:
         raise BuildError("the stack's image has no `ref`: nothing names the image the pods would run")
-    contents = env.image.contents
-    pins = [ln for ln in requirements(env.image).splitlines() if ln and not ln.startswith("#")]
-    with_deps = tuple(p for p in pins if p.startswith("ray["))
-    # verl's extra and torch are its GPU half; the engine itself is kept as its own distribution.
+    pinned = engine_requirements(env.image)
+    with_deps = tuple(p for p in pinned if p.startswith("ray["))
+    # verl's engine extra and torch are its GPU half; the engine itself is kept as its own distribution.
     without_deps = tuple(
-        p.replace(f"[{contents.engine.name}]", "") if contents.engine else p
-        for p in pins
+        p.split("[")[0] + p[p.index("]") + 1 :] if "[" in p else p
+        for p in pinned
         if not p.startswith(("ray[", "torch"))
     )
+    lock = env.image.build.lock if env.image.build is not None else None
+    constraints = tuple(f"{name}=={version}" for name, version in sorted(pins(lock).items())) if lock else ()
     return Recipe(
         ref=env.image.ref,
         suite=SUITE,
         apt=APT_PACKAGES,
         with_deps=with_deps,
         without_deps=without_deps,
+        constraints=constraints,
         grpo_infra_source=source_hash(project),
         guard=hashlib.sha256(guard_program().encode()).hexdigest(),
     )
@@ -157,7 +172,7 @@ class Built:
     """A built (or cached) image: its archive, its record, and whether this call built it."""
 
     archive: Path
-    record: dict[str, object]
+    record: dict[str, Any]
     cached: bool
     seconds: float
 
@@ -276,8 +291,11 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
             f"PIP_FIND_LINKS= PIP_CERT= {VENV}/bin/python -m pip install --no-cache-dir --progress-bar off"
             " --disable-pip-version-check"
         )
-        say(f"  python {SUITE_PYTHON} venv at {VENV}: {' '.join(plan.with_deps)} with dependencies")
-        _run(in_root(root, f"python3 -m venv {VENV} && {pip} {' '.join(plan.with_deps)}"), log, "pip install ray")
+        (root / "tmp/constraints.txt").write_text("".join(f"{c}\n" for c in plan.constraints))
+        locked = f"the lock's {len(plan.constraints)} pins as constraints" if plan.constraints else "no lock"
+        say(f"  python {SUITE_PYTHON} venv at {VENV}: {' '.join(plan.with_deps)} with dependencies ({locked})")
+        ray_step = f"python3 -m venv {VENV} && {pip} -c /tmp/constraints.txt {' '.join(plan.with_deps)}"
+        _run(in_root(root, ray_step), log, "pip install ray")
         say(f"  {' '.join(plan.without_deps)} without dependencies (their GPU half)")
         _run(in_root(root, f"{pip} --no-deps {' '.join(plan.without_deps)}"), log, "pip install verl")
         _copy_source(project, root / "tmp/grpo-infra-src")
@@ -326,6 +344,58 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
         shutil.rmtree(work, ignore_errors=True)
     say(f"built {plan.ref} in {time.monotonic() - started:.0f}s: {archive}")
     return Built(archive, record, False, time.monotonic() - started)
+
+
+def production_apt(env: Environment) -> list[str]:
+    """The Debian packages the production Dockerfile installs by name, read from the rendered file."""
+    from .dockerfile import dockerfile
+
+    text = dockerfile(env).replace("\\\n", " ")
+    names: list[str] = []
+    for found in re.finditer(r"apt-get install -y --no-install-recommends ([^&]+)", text):
+        names += [n for n in found.group(1).split() if re.fullmatch(r"[a-z0-9][a-z0-9.+-]+", n)]
+    return list(dict.fromkeys(names))
+
+
+def differences(env: Environment, record: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(kind, package, production, CPU variant) for every package whose presence or version differs.
+
+    Production is what the Dockerfile names (its base and apt lines) and what the stack's lock pins;
+    the variant is what its build recorded (`dpkg-query`, `pip list` inside the root). Identical
+    entries are left out, so the table is exactly what differs."""
+    rows: list[tuple[str, str, str, str]] = []
+    base = env.image.build.base if env.image.build is not None else "(prebuilt)"
+    rows.append(("base", "image", base, f"debian {SUITE} debootstrap --variant=minbase"))
+    debian: dict[str, str] = record.get("debian", {})  # type: ignore[assignment]
+    for name in production_apt(env):
+        if name not in debian:
+            rows.append(("apt", name, "installed", "absent"))
+    for name in APT_PACKAGES:
+        if name not in production_apt(env):
+            rows.append(("apt", name, "from the base, if at all", debian.get(name, "absent")))
+    lock = env.image.build.lock if env.image.build is not None else None
+    produced = pins(lock) if lock else {}
+    variant = {normalize(k): v for k, v in record.get("python", {}).items()}  # type: ignore[union-attr]
+    for name in sorted(set(produced) | set(variant)):
+        have, want = variant.get(name), produced.get(name)
+        if have != want and name not in ("pip",):
+            rows.append(("python", name, want or "absent", have or "absent"))
+    return rows
+
+
+def differences_markdown(env: Environment, record: dict[str, Any]) -> str:
+    """The differences as a Markdown table (docs/images.md holds its output for local-k8s)."""
+    lines = ["| kind | package | production image | CPU variant |", "| --- | --- | --- | --- |"]
+    lines += [f"| {k} | `{n}` | {a} | {b} |" for k, n, a, b in differences(env, record)]
+    return "\n".join(lines) + "\n"
+
+
+def cached_record(env: Environment, project: Path) -> dict[str, Any] | None:
+    """The record of the stack's CPU image when the archive for its current recipe exists."""
+    plan = recipe(env, project)
+    if archive_path(plan).is_file() and record_path(plan).is_file():
+        return json.loads(record_path(plan).read_text())
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
