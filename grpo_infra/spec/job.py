@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
+from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_TIMEOUT_S
 from ..preflight.verdict import DEFAULT_FRACTION
 from .base import EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
@@ -195,8 +195,10 @@ class NcclGate(SpecModel):
         default=DEFAULT_BACKEND,
         description="nccl on GPUs; gloo on CPU tensors, one rank per node, for nodes without CUDA (the local sandbox).",
     )
-    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(
-        default=DEFAULT_SIZE_MIB, description="All-reduce message size, MiB."
+    size_mib: Annotated[int, Field(ge=1, le=16384)] | None = Field(
+        default=None,
+        description="All-reduce message size, MiB; when omitted, the size calibrated for the pool's fabric "
+        "(on its bandwidth plateau: 1024 for infiniband/roce, 8192 for efa; docs/nccl-preflight.md).",
     )
     iterations: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=DEFAULT_ITERATIONS, description="Timed all-reduces."
