@@ -28,7 +28,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     # kubectl logs --prefix: "[pod/name/container] "
     re.compile(r"^\[pod/[^\]\s]+\]\s?"),
     # rank tags of torchrun and friends: "[0] ", "[default0]:", "[rank3]: "
-    re.compile(r"^\[(?:default|rank)?\d+\]:?\s"),
+    re.compile(r"^\[(?:default|rank)\d+\]:\s?|^\[\d+\]\s"),
     # ISO timestamps with a zone: may be glued to the text ("...-07:00ip-10-0-0-1:..."), or a " | " column
     re.compile(r"^" + _ISO + r"(?:Z|[+-]\d{2}:?\d{2})(?:\s*\|\s*|\s*)"),
     # ISO timestamps without a zone: followed by blanks

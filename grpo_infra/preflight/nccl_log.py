@@ -348,9 +348,7 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups()) if match else None
 
 
-def _resolve(
-    proc: ProcessTransport, file_link: set[str], host_link: str | None, file_provider: str | None
-) -> None:
+def _resolve(proc: ProcessTransport, file_link: set[str], host_link: str | None, file_provider: str | None) -> None:
     """Decide one process's transport from its strongest evidence (the socket init line is the weakest)."""
     link = proc.link or host_link or (next(iter(file_link)) if len(file_link) == 1 else None)
     provider = proc.ofi_provider or file_provider

@@ -109,9 +109,7 @@ def transport_reasons(fabric: str, rank_transports: Mapping[str, str | None]) ->
         why = _MISMATCH.get(kind, f"NCCL used {kind}")
         reasons.append(f"{why}, but the pool's fabric is {fabric}: {_shown(labels)}")
     if silent:
-        reasons.append(
-            f"transport unknown for {len(silent)} rank(s) whose NCCL log names no network: {_shown(silent)}"
-        )
+        reasons.append(f"transport unknown for {len(silent)} rank(s) whose NCCL log names no network: {_shown(silent)}")
     return reasons
 
 
