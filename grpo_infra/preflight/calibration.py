@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .defaults import DEFAULT_SIZE_MIB
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -109,7 +111,7 @@ CALIBRATIONS: dict[str, Calibration] = {
 }
 
 # The size the gate times where no fabric is calibrated (fabric `none`: nothing to reach a plateau of).
-UNCALIBRATED_SIZE_MIB = 1024
+UNCALIBRATED_SIZE_MIB = DEFAULT_SIZE_MIB
 
 
 def calibration(fabric: str) -> Calibration | None:

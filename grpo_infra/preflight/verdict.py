@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .calibration import CALIBRATIONS
+from .defaults import DEFAULT_FRACTION, FABRIC_KINDS
 from .nccl_log import FABRIC_TRANSPORTS
 from .report import FileReport
 
-# What a pool may declare (the spec's `fabric.kind`), and what the gate can judge: those plus Google's
-# GPUDirect-TCPX/-TCPXO fabrics, which `nccl verdict --fabric` accepts.
-FABRIC_KINDS: tuple[str, ...] = ("infiniband", "roce", "efa", "none")
-GATE_FABRICS: tuple[str, ...] = ("infiniband", "roce", "efa", "tcpx", "tcpxo", "none")
-DEFAULT_FRACTION = 0.8
+# What the gate can judge: the fabrics a pool may declare (`FABRIC_KINDS`, the spec's `fabric.kind`)
+# plus Google's GPUDirect-TCPX/-TCPXO fabrics, which `nccl verdict --fabric` accepts.
+GATE_FABRICS: tuple[str, ...] = (*(kind for kind in FABRIC_KINDS if kind != "none"), "tcpx", "tcpxo", "none")
 
 # Why a transport other than the pool's fails, in the gate's one line.
 _MISMATCH: dict[str, str] = {

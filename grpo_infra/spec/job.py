@@ -7,8 +7,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_TIMEOUT_S
-from ..preflight.verdict import DEFAULT_FRACTION
+from ..preflight.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_FRACTION,
+    DEFAULT_ITERATIONS,
+    DEFAULT_TIMEOUT_S,
+)
 from .base import EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
 
