@@ -87,7 +87,8 @@ _CHANNEL = re.compile(
     r"(?:\[[0-9a-fA-F]+\])?.*?\bvia\s+(?P<via>\S.*)$"
 )
 _VIA_NET = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\(\d+\))?(?P<rest>\S*)")
-_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)")
+# `nranks` in Init COMPLETE/Destroy lines; `nRanks` in the topology line of newer releases.
+_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled", re.IGNORECASE)
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled", re.IGNORECASE)
 _NO_IB = re.compile(r"NET/IB\s*:\s*No device found", re.IGNORECASE)
