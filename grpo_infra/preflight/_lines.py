@@ -4,7 +4,8 @@ Every form below was met in real output (tests/preflight/data/real/index.yaml na
 
 * Open MPI ``--tag-output``: ``[1,0]<stdout>:``, also indented when quoted;
 * ``srun --label``: `` 0: ``; pdsh/clush: ``node-a01: ``;
-* torchrun ``--tee``/``--log-prefix``-style rank tags: ``[0] ``, ``[default0]:``, ``[rank3]:``;
+* torchrun ``--tee``/``--log-prefix``-style rank tags: ``[0] ``, ``[default0]:``, ``[rank3]:``; Ray's
+  worker prefix ``(RayWorkerWrapper pid=1000) ``;
 * ``kubectl logs --prefix``: ``[pod/NAME/CONTAINER] ``; ``kubectl logs --timestamps`` and journald ISO
   timestamps, with or without a zone, glued to the text or followed by blanks;
 * CloudWatch Logs exports: ``  | 2025-05-16T16:39:51.208-07:00 | text | text again``;
@@ -27,6 +28,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr)>:\s?"),
     # kubectl logs --prefix: "[pod/name/container] "
     re.compile(r"^\[pod/[^\]\s]+\]\s?"),
+    # Ray's worker log prefix: "(RayWorkerWrapper pid=1000) ", "(raylet, ip=10.0.0.1) "
+    re.compile(r"^\([\w.-]+(?:,? (?:pid|ip)=[\w.:-]+)+\)\s"),
     # rank tags of torchrun and friends: "[0] ", "[default0]:", "[rank3]: "
     re.compile(r"^\[(?:default|rank)\d+\]:\s?|^\[\d+\]\s"),
     # ISO timestamps with a zone: may be glued to the text ("...-07:00ip-10-0-0-1:..."), or a " | " column

@@ -66,7 +66,8 @@ _SOCKET_PROVIDERS = ("tcp", "sockets", "udp")
 
 _PREFIX = re.compile(
     r"^(?:(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+)?\[\s*(?P<dev>\d+)\s*\]\s+"
-    r"(?:\S+:\d+\s+)?NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
+    # NCCL before 2.3 prints `host:pid:tid [dev] INFO ...`, without the word NCCL (horovod/horovod#489).
+    r"(?:\S+:\d+\s+)?(?:NCCL\s+)?(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
 )
 # A line quoted without NCCL's `host:pid:tid [dev]` prefix ("NCCL INFO Using network IB").
 _BARE = re.compile(r"^NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$")
@@ -78,7 +79,8 @@ _PLUGIN_INIT = re.compile(
 _IB_USING = re.compile(r"^NET/IB\s*:\s*Using\s+(?P<devs>.*?)(?:;\s*OOB.*)?$")
 _IB_DEV = re.compile(r"(?:\[\d+\]\s*)?(?P<dev>[A-Za-z][\w.-]*):(?:uverbs\d+:)?\d+/(?P<link>IB|RoCE)\b")
 _SOCKET_USING = re.compile(r"^NET/Socket\s*:\s*Using\b")
-_NETWORK = re.compile(r"^Using network\s+(?P<name>.+?)\s*$")
+# `Using network IB` from 2.4 on; `Using internal Network Socket` in 2.2-2.3 (bytedance/byteps#61).
+_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork\s+(?P<name>.+?)\s*$")
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w;-]+)")
 _OFI_ANY = re.compile(r"^NET/OFI\b")
 _OFI_PLUGIN = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl\s+(?P<ver>\S+)")

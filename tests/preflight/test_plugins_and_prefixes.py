@@ -25,6 +25,8 @@ NCCL_LINE = "gpu-a:4052:4122 [0] NCCL INFO Using network IB"
         "[default0]:" + NCCL_LINE,  # torchrun --tee
         "[rank3]: " + NCCL_LINE,
         "[0] " + NCCL_LINE,
+        "(RayWorkerWrapper pid=1000) " + NCCL_LINE,  # Ray's worker prefix (NVIDIA/nccl#1591)
+        "(RayWorkerWrapper pid=1019, ip=10.0.0.2) " + NCCL_LINE,
         "[pod/ray-worker-0/ray-worker] " + NCCL_LINE,  # kubectl logs --prefix
         "2026-12-01T23:10:04.123456789Z " + NCCL_LINE,  # kubectl logs --timestamps
         "2025-05-16T16:39:51.208-07:00" + NCCL_LINE,  # CloudWatch, glued
