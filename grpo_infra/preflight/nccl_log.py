@@ -12,6 +12,12 @@ falls back to ``NET/Socket`` on that rank only. The evidence is spread over INFO
     host:pid:tid [dev] NCCL INFO comm 0x... rank 3 nranks 16 cudaDev 3 ... - Init COMPLETE
     host:pid:tid [dev] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA
 
+Older and newer releases spell some of these differently, all read here: NCCL 2.2-2.3 print
+``host:pid:tid [dev] INFO ...`` without the word NCCL and ``Using internal Network IB``; 2.4 prints
+``Ring 00 : 7 -> 8 [send] via NET/...``; newer releases put hex bus ids in the brackets
+(``9[101d0] -> 0[101c0]``) and spell ``nRanks`` in their topology line. Vendor plugins name themselves
+in the same places (:data:`NETWORKS`).
+
 Channel lines say what a connection actually uses, so they win over init lines, which only say
 what NCCL found. The ``NET/Socket : Using`` init line is the weakest evidence: NCCL 2.4.0-2.4.7 print
 it in every process whatever the transport, because they always bring up the socket transport for
