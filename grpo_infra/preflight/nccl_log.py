@@ -161,7 +161,8 @@ class NcclLogReport:
 
     @property
     def hosts(self) -> list[str]:
-        return list(dict.fromkeys(p.host for p in self.processes))
+        """Hosts named by the log (lines quoted without their prefix name none)."""
+        return list(dict.fromkeys(p.host for p in self.processes if p.host != "?"))
 
     @property
     def ranks(self) -> int | None:
