@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..spec import Environment
 from ..spec.image import Image
 from . import guard_args
+from .driver import driver_statement, min_driver
 from .lock import ATTENTION_PACKAGE, split
 
 FOLDER = "image"
@@ -182,6 +183,7 @@ def dockerfile(env: Environment) -> str:
         "# Rendered by grpo-infra from the stack's `image` block; edit the stack and re-run `grpo-infra synth`.",
         f"# Holds: {_summary(env)}.",
         f"# Build from this folder and push to {image.ref} (docs/images.md).",
+        *([f"# Runs on: {statement}."] if (statement := driver_statement(env)) else []),
         _from(image),
         "",
         'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
@@ -228,6 +230,7 @@ def dockerfile(env: Environment) -> str:
         'LABEL org.opencontainers.image.title="grpo-infra verl image" \\',
         f'      io.grpo-infra.ray="{contents.ray}" \\',
         f'      io.grpo-infra.verl="{contents.verl or "none"}" \\',
+        f'      io.grpo-infra.min-driver="{min_driver(contents.cuda) or "none"}" \\',
         f'      io.grpo-infra.engine="{contents.engine.name + "==" + contents.engine.version if contents.engine else "none"}"',
     ]
     return "\n".join(lines) + "\n"

@@ -169,3 +169,19 @@ def test_a_renderer_writing_outside_its_folders_is_refused(monkeypatch: pytest.M
     monkeypatch.setattr(synth, "REGISTRY", (*synth.REGISTRY, stray))
     with pytest.raises(RuntimeError, match=r"renderer stray wrote slurm/grpo.sbatch, outside its folders"):
         synth.render(stack("local-slurm"))
+
+
+def test_the_minimum_driver_of_the_images_cuda_is_stated_per_pool() -> None:
+    """CUDA 13.0 needs driver >= 580.65.06 (NVIDIA CUDA 13.0 release notes, Table 3), said where each pool gets it."""
+    eks, gke = dockerfile(stack("eks-prod")), dockerfile(stack("gke-dev"))
+    assert "# Runs on: CUDA 13.0 needs NVIDIA driver >= 580.65.06; pool h100-efa: the EKS-optimized AL2023" in eks
+    assert "pool a3-h100: GKE gpuDriverVersion DEFAULT" in gke
+    assert 'io.grpo-infra.min-driver="580.65.06"' in eks
+
+
+def test_every_job_start_checks_the_hosts_driver() -> None:
+    from grpo_infra.image import guard_args
+
+    for name in BUILT:
+        args = guard_args(stack(name))
+        assert args[args.index("--min-driver") + 1] == "580.65.06", name
