@@ -61,8 +61,11 @@ def wheel_name() -> str:
 
 
 def rdma_userspace(env: Environment) -> bool:
-    """Whether the image needs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE."""
-    return env.gang.pool.fabric.kind in ("infiniband", "roce")
+    """Whether the build installs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE, or
+    the stack asks for it (`rdma: true`)."""
+    return env.image.contents.rdma is True or (
+        env.image.contents.rdma is None and env.gang.pool.fabric.kind in ("infiniband", "roce")
+    )
 
 
 def _from(image: Image) -> str:
