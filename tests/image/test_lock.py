@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_infra import synth
 from grpo_infra.check import violations
 from grpo_infra.image import lock as locking
 from grpo_infra.spec import load_stack
@@ -213,3 +214,20 @@ def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
     )
     assert gate.returncode == 0, gate.stderr[-2000:]
     assert subprocess.run([python, "-c", "import pulumi"], capture_output=True).returncode != 0
+
+
+def test_pip_takes_the_rendered_flash_attn_step_with_its_hash(tmp_path: Path) -> None:
+    """The build's flash-attn step, as far as it runs without nvcc: pip fetches the sdist the lock hashes,
+    checks its sha256 and prepares it without build isolation against an installed torch."""
+    (tmp_path / "source-build.lock").write_text(synth.render(stack("onprem-slurm"))["image/source-build.lock"])
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "--require-hashes"]
+    run = subprocess.run(
+        [*pip, "-r", "source-build.lock", "-d", "out"],
+        cwd=tmp_path,
+        env={**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE", "PIP_FIND_LINKS": ""},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-1500:] + run.stderr[-1500:]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["flash_attn-2.8.3.tar.gz"]
