@@ -53,11 +53,9 @@ FLASH_ATTN_CUDA_ARCHS = "90"
 FLASH_ATTN_MAX_JOBS = "8"
 
 
-def wheel_name() -> str:
-    """The wheel `pip wheel --no-deps .` builds from this project (docs/images.md)."""
-    from importlib.metadata import version
-
-    return f"grpo_infra-{version('grpo-infra')}-py3-none-any.whl"
+# The named build context holding this project's checkout (`docker build --build-context project=DIR`,
+# BuildKit; `buildah bud --build-context` likewise): the build makes the wheel from it.
+PROJECT_CONTEXT = "project"
 
 
 def rdma_userspace(env: Environment) -> bool:
@@ -214,13 +212,18 @@ def dockerfile(env: Environment) -> str:
     if contents.nccl_tests:
         lines += [*_nccl_tests(contents.efa, contents.python), ""]
     if contents.grpo_infra:
-        wheel = wheel_name()
+        src = f"{GRPO_DIR}/src"
         lines += [
-            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate), built by",
-            "# `synth` into this folder and installed --no-deps: its own dependencies (Pulumi, ...) stay out of",
-            "# the image; the gate's imports are all in the lock or the standard library.",
-            f"COPY {wheel} {GRPO_DIR}/",
-            f"RUN pip install --no-cache-dir --no-deps {GRPO_DIR}/{wheel} && rm {GRPO_DIR}/{wheel}",
+            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate): its wheel is",
+            f"# built here from the checkout given as the named build context `{PROJECT_CONTEXT}`, and installed",
+            "# --no-deps: Pulumi and its pins stay out of the image; what the gate imports is in the lock.",
+            f"# `{PROJECT_CONTEXT}` is a build context, not a stage (docker build --build-context {PROJECT_CONTEXT}=DIR): DL3022.",
+            "# hadolint ignore=DL3022",
+            f"COPY --from={PROJECT_CONTEXT} pyproject.toml {src}/pyproject.toml",
+            f"# The package itself, from the same `{PROJECT_CONTEXT}` build context (DL3022 as above).",
+            "# hadolint ignore=DL3022",
+            f"COPY --from={PROJECT_CONTEXT} grpo_infra {src}/grpo_infra",
+            f"RUN pip install --no-cache-dir --no-deps --no-build-isolation {src} && rm -rf {src}",
             "",
         ]
     all_reduce_perf = "all_reduce_perf" if contents.nccl_tests else None
