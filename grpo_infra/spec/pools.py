@@ -208,7 +208,13 @@ class Pool(SpecModel):
     cpus: Annotated[int, Field(ge=1, le=4096)]
     """CPUs per node."""
     memory_gib: Annotated[int, Field(ge=1, le=65536)]
-    """Memory per node, GiB."""
+    """Memory per node, GiB: the machine's nominal size."""
+    kernel_memory_gib: Annotated[float, Field(gt=0, le=65536)] | None = Field(
+        default=None,
+        description="The kubelet's memory capacity of one node as measured there (`kubectl get node -o "
+        "jsonpath='{.status.capacity.memory}'`, the kernel's MemTotal), GiB; default: the project's measured "
+        "table for the machine type, or the nominal size less 3.5 % (docs/node-pools.md).",
+    )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     """Node labels: what the pool's pods select and its flavor matches."""
     taints: list[Taint] = Field(default_factory=list)
@@ -230,6 +236,15 @@ class Pool(SpecModel):
         if len(names) != len(set(names)):
             raise ValueError("the hostlist names a host twice")
         return value
+
+    @model_validator(mode="after")
+    def _kernel_memory_below_nominal(self) -> Pool:
+        if self.kernel_memory_gib is not None and self.kernel_memory_gib > self.memory_gib:
+            raise ValueError(
+                f"kernelMemoryGib {self.kernel_memory_gib:g} exceeds memoryGib {self.memory_gib}: the kernel sees "
+                "less than the machine's nominal memory, never more"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sized_once(self) -> Pool:
