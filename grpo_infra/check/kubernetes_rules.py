@@ -51,6 +51,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
     out += _head_pool_capacity(env)
     out += _eks_topology(env)
     out += _host_ports(env)
+    out += _capacity_block_walltime(env)
     return out
 
 
@@ -395,5 +396,33 @@ def _host_ports(env: Environment) -> list[Violation]:
             f"the job's host ports {low}-{high} are in the kernel's ephemeral range "
             f"{EPHEMERAL_PORTS[0]}-{EPHEMERAL_PORTS[1]}; a client socket can take one before Ray binds it",
             f"{high - low + 1} ports",
+        )
+    ]
+
+
+def _capacity_block_walltime(env: Environment) -> list[Violation]:
+    """On a Capacity Block the job's walltime (`rayJob.activeDeadlineSeconds`) fits the block's usable window:
+    from its start to the scale-in before its end. EC2 terminates the block's instances at its end
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); a longer job is cut off
+    and, with no bound at all, never told it must stop."""
+    from ..nodepools.capacity_blocks import block_of
+
+    assert env.kubernetes is not None
+    block = block_of(env.gang.pool)
+    if block is None:
+        return []
+    window = int((block.scale_in_at - block.start).total_seconds())
+    walltime = env.kubernetes.ray_job.active_deadline_seconds
+    if walltime is not None and walltime <= window:
+        return []
+    asked = "no walltime (activeDeadlineSeconds: null)" if walltime is None else f"a walltime of {walltime} s"
+    return [
+        Violation(
+            "capacity-block-walltime",
+            f"{K8S}.rayJob.activeDeadlineSeconds",
+            f"the job has {asked}, but Capacity Block {env.gang.pool.eks.capacity_reservation_id} gives "  # type: ignore[union-attr]
+            f"{window} s from its start to the scale-in {block.scale_in_minutes} min before its end: set "
+            f"activeDeadlineSeconds to at most {window}",
+            "" if walltime is None else f"{walltime - window} s",
         )
     ]

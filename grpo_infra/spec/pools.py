@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 import hostlist
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
 from .providers import EFA_INTERFACES, GKE_GPU_TAINT, efa_interfaces
@@ -77,6 +78,48 @@ class Fabric(SpecModel):
         return self
 
 
+# EC2 begins terminating a Capacity Block's instances 30 minutes before it ends
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); Auto Scaling asks to
+# scale in to zero more than 30 minutes before the end
+# (https://docs.aws.amazon.com/autoscaling/ec2/userguide/launch-template-capacity-blocks.html).
+EC2_TERMINATION_LEAD_MINUTES = 30
+
+
+class CapacityBlock(SpecModel):
+    """The window of a Capacity Block for ML: the node group scales to the pool's size at `start` and to 0
+    `scaleInMinutes` before `end`, and the job is told when that is."""
+
+    start: AwareDatetime
+    """When the block starts (UTC, as `aws ec2 describe-capacity-reservations` shows StartDate)."""
+    end: AwareDatetime
+    """When the block ends (EndDate)."""
+    scale_in_minutes: Annotated[int, Field(gt=EC2_TERMINATION_LEAD_MINUTES, le=24 * 60)] = Field(
+        default=60,
+        description="Scale the node group to 0 this long before `end` (more than the 30 minutes before the end at "
+        "which EC2 starts terminating the block's instances), so verl's last checkpoint and the drain finish first.",
+    )
+    checkpoint_save_seconds: Annotated[int, Field(ge=0, le=86400)] = Field(
+        default=300,
+        description="Longest a checkpoint save takes; verl is told the scale-in time less this, and saves once "
+        "more when that is less than its longest step away.",
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> CapacityBlock:
+        if self.end <= self.start:
+            raise ValueError("capacityBlock.end must be after capacityBlock.start")
+        if self.scale_in_at <= self.start:
+            raise ValueError(
+                f"capacityBlock: scaling in {self.scale_in_minutes} minutes before the end leaves no time in the block"
+            )
+        return self
+
+    @property
+    def scale_in_at(self) -> datetime:
+        """When the node group scales to 0: the end of the usable window."""
+        return self.end - timedelta(minutes=self.scale_in_minutes)
+
+
 class EksNodes(SpecModel):
     """How an EKS managed node group provides this pool."""
 
@@ -92,10 +135,10 @@ class EksNodes(SpecModel):
         description="The node group's capacity type: `CAPACITY_BLOCK` for a Capacity Block for ML (p5 reservations "
         "usually are), which also sets the launch template's market type `capacity-block`.",
     )
-    capacity_block_open: bool = Field(
-        default=True,
-        description="`CAPACITY_BLOCK` only: false outside the block's window, which creates the node group with "
-        "0 desired nodes (EC2 launches nothing before the block starts); set true and `pulumi up` when it opens.",
+    capacity_block: CapacityBlock | None = Field(
+        default=None,
+        description="`CAPACITY_BLOCK` only: the block's start and end. The node group is created at 0 nodes and "
+        "scheduled actions on its Auto Scaling group scale it to the pool's size at the start and to 0 before the end.",
     )
     max_pods: Annotated[int, Field(ge=1, le=1000)] | None = Field(
         default=None,
@@ -119,12 +162,17 @@ class EksNodes(SpecModel):
         Spot node group cannot use a reservation (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)."""
         if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_reservation_id is None:
             raise ValueError("capacityType CAPACITY_BLOCK needs the block's id in `capacityReservationId` (cr-...)")
+        if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_block is None:
+            raise ValueError(
+                "capacityType CAPACITY_BLOCK needs the block's window in `capacityBlock` {start, end}: EC2 launches "
+                "nothing before the start and terminates the instances at the end"
+            )
         if self.capacity_type == "SPOT" and self.capacity_reservation_id is not None:
             raise ValueError(
                 "a SPOT node group cannot launch into capacity reservation " + self.capacity_reservation_id
             )
-        if self.capacity_type != "CAPACITY_BLOCK" and not self.capacity_block_open:
-            raise ValueError("`capacityBlockOpen` is for capacityType CAPACITY_BLOCK only")
+        if self.capacity_type != "CAPACITY_BLOCK" and self.capacity_block is not None:
+            raise ValueError("`capacityBlock` is for capacityType CAPACITY_BLOCK only")
         return self
 
 

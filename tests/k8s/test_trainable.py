@@ -217,9 +217,16 @@ def test_capacity_block_node_group_and_launch_template() -> None:
     }
 
 
-def test_a_closed_capacity_block_waits_at_zero_nodes() -> None:
-    env = variant("eks-prod", lambda raw: raw["pools"][0]["eks"].update(capacityBlockOpen=False))
-    assert node_group_args(env, env.gang.pool)["scaling_config"] == {"desired_size": 0, "min_size": 0, "max_size": 4}
+def test_a_capacity_block_not_yet_started_waits_at_zero_nodes() -> None:
+    from datetime import UTC, datetime
+
+    env = env_of("eks-prod")  # block from 2026-12-14T11:30Z (tests/pulumi/test_capacity_blocks.py)
+    before = datetime(2026, 12, 1, tzinfo=UTC)
+    assert node_group_args(env, env.gang.pool, before)["scaling_config"] == {
+        "desired_size": 0,
+        "min_size": 0,
+        "max_size": 4,
+    }
 
 
 @pytest.mark.parametrize(
