@@ -12,7 +12,7 @@ from typing import Any
 
 from ..k8s import objects
 from ..k8s.allocatable import Allocatable, UnknownMachine, extra_reserve, head_allocatable, pool_allocatable
-from ..k8s.network import SOCKET_VARIABLES, host_ports, socket_interfaces
+from ..k8s.network import SOCKET_VARIABLES, host_ports, link_local, socket_interfaces
 from ..k8s.placement import parse_quantity
 from ..k8s.pod_security import ENFORCE_LABEL, LEVELS, baseline_failures, job_pods, pod_level, restricted_failures
 from ..spec import ENVIRONMENT_KEY, Environment
@@ -43,6 +43,8 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
         out += _head_fit(env, job)
         out += _paths_on_volumes(env, job)
         out += _socket_interfaces(env, job)
+        out += _link_local_interfaces(env, job)
+        out += _device_host_paths(env, job)
         out += _ttl(env, job)
         out += _resources_provided(env, job)
         out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
@@ -426,3 +428,54 @@ def _capacity_block_walltime(env: Environment) -> list[Violation]:
             "" if walltime is None else f"{walltime - window} s",
         )
     ]
+
+
+def _link_local_interfaces(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME never name a link-local interface (`lo`, `docker*`, `veth*`,
+    EKS's `pod-id-link0`): no other node reaches it, so NCCL's bootstrap hangs instead of failing
+    (aws-samples/aws-do-eks #54, #63; `grpo_infra.k8s.network.LINK_LOCAL_PREFIXES`). An exclusion list (`^...`)
+    is what keeps them out."""
+    out = []
+    for role, pod in job_pods(job).items():
+        for container in pod.get("containers", []):
+            for var in container.get("env", []):
+                value = var.get("value")
+                if var["name"] not in SOCKET_VARIABLES or value is None or value.startswith("^"):
+                    continue
+                named = [n for n in value.lstrip("=").split(",") if n and link_local(n)]
+                if named:
+                    index = next((i for i, p in enumerate(env.pools) if set(named) & set(p.fabric.interfaces)), None)
+                    where = f"{ENV}.pools[{index}].fabric.interfaces" if index is not None else f"{ENV}.job.env"
+                    if env.kubernetes is not None and env.kubernetes.network.interface in named:
+                        where = f"{K8S}.network.interface"
+                    out.append(
+                        Violation(
+                            "socket-interface-link-local",
+                            where,
+                            f"the {role} pod sets {var['name']}={value}: {', '.join(named)} is link-local, no other "
+                            "node reaches it and NCCL's bootstrap hangs; name the node's routable interface",
+                        )
+                    )
+    return out
+
+
+def _device_host_paths(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """No Ray pod mounts a device directory from the host (`/dev/infiniband`, ...): the device plugin hands the
+    pod its own devices, and on EKS a `/dev/infiniband` hostPath beside the EFA device plugin's devices breaks
+    EFA, after which NCCL falls back to sockets (aws-samples/aws-do-eks #54, #63)."""
+    out = []
+    for role, pod in job_pods(job).items():
+        for volume in pod.get("volumes", []):
+            path = volume.get("hostPath", {}).get("path", "")
+            if path == "/dev" or path.startswith("/dev/"):
+                declared = [v.name for v in env.kubernetes.volumes] if env.kubernetes is not None else []
+                index = f"[{declared.index(volume['name'])}]" if volume["name"] in declared else ""
+                out.append(
+                    Violation(
+                        "device-hostpath",
+                        f"{K8S}.volumes{index}",
+                        f"the {role} pod mounts the host's {path} (volume {volume['name']}): devices come from the "
+                        "pool's device plugin (`fabric.resource`); drop the hostPath",
+                    )
+                )
+    return out
