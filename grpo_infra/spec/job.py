@@ -47,6 +47,8 @@ DERIVED_OVERRIDES = frozenset(
         "trainer.project_name",
         "trainer.experiment_name",
         "trainer.total_epochs",
+        # from image.contents.attention, when it is not verl's default (grpo_infra/verl.py)
+        "actor_rollout_ref.model.override_config.attn_implementation",
         "trainer.nnodes",
         "trainer.n_gpus_per_node",
         "trainer.default_local_dir",
