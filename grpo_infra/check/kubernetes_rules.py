@@ -54,6 +54,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
     out += _eks_topology(env)
     out += _host_ports(env)
     out += _capacity_block_walltime(env)
+    out += _gke_driver(env)
     return out
 
 
@@ -478,4 +479,27 @@ def _device_host_paths(env: Environment, job: dict[str, Any]) -> list[Violation]
                         "pool's device plugin (`fabric.resource`); drop the hostPath",
                     )
                 )
+    return out
+
+
+def _gke_driver(env: Environment) -> list[Violation]:
+    """A GKE pool does not ask for GKE's DEFAULT driver when the image's CUDA needs a newer branch
+    (`grpo_infra.nodepools.gke.needs_latest_driver`): every worker would fail at its first CUDA call."""
+    from ..image.driver import min_driver
+    from ..nodepools.gke import needs_latest_driver
+
+    if not needs_latest_driver(env):
+        return []
+    out = []
+    for i, pool in enumerate(env.pools):
+        if pool.gke is not None and pool.gke.gpu_driver_version == "DEFAULT":
+            out.append(
+                Violation(
+                    "gke-driver-version",
+                    f"{ENV}.pools[{i}].gke.gpuDriverVersion",
+                    f"the image's CUDA {env.image.contents.cuda} needs NVIDIA driver >= "
+                    f"{min_driver(env.image.contents.cuda)}, newer than GKE's DEFAULT: use LATEST (the default), or "
+                    "INSTALLATION_DISABLED and install one yourself",
+                )
+            )
     return out

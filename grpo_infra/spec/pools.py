@@ -209,8 +209,10 @@ class GkeNodes(SpecModel):
     cluster_location: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+(-[a-z])?$")] | None = Field(
         default=None, description="The cluster's region or zone; default: the region of `zone` (a regional cluster)."
     )
-    gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field(
-        default="DEFAULT", description="Which NVIDIA driver GKE installs on the nodes."
+    gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] | None = Field(
+        default=None,
+        description="Which NVIDIA driver GKE installs on the nodes; default: LATEST when the image's CUDA needs an "
+        "R570 driver or newer (GKE's DEFAULT trails it), else DEFAULT. INSTALLATION_DISABLED: you install it.",
     )
 
     @model_validator(mode="after")

@@ -93,7 +93,7 @@ def test_gke_node_pool_is_the_spec_pool() -> None:
     config = node_pool["nodeConfig"]
     assert config["machineType"] == "a3-highgpu-8g"
     assert config["guestAccelerators"] == [
-        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"}}
+        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
     ]
     assert config["gvnic"] == {"enabled": True}
     assert config["labels"] == pool.labels
