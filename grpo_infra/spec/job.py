@@ -134,6 +134,11 @@ class CheckpointVolume(SpecModel):
         description="`hostPath` is one shared file system every node mounts at that path (Lustre, NFS, GPFS); "
         "without it a multi-node gang's checkpoints would be split over the nodes' own disks and `check` refuses.",
     )
+    size_gib: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="The volume's size, GiB, when known: `check` refuses a retention (`checkpoint.keep`) whose "
+        "checkpoints would not fit in it.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CheckpointVolume:
@@ -165,6 +170,16 @@ class Checkpoint(SpecModel):
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
     """`trainer.resume_mode`: `auto` resumes from the newest checkpoint in `dir` after a requeue or restart."""
+    keep: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=3,
+        description="Checkpoints kept (verl's trainer.max_actor_ckpt_to_keep / max_critic_ckpt_to_keep): older ones "
+        "are deleted after each save; null keeps every one.",
+    )
+    model_params_billion: Annotated[float, Field(gt=0, le=10000)] | None = Field(
+        default=None,
+        description="The model's parameter count in billions, for the checkpoint size estimate; default: read from "
+        "`modelPath` (`...-7B-...`).",
+    )
     volume: CheckpointVolume | None = Field(
         default=None,
         description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
