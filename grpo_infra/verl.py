@@ -14,6 +14,7 @@ import shlex
 
 from .image import rollout_engine
 from .spec import Environment
+from .spec.image import VERL_DEFAULT_ATTENTION
 from .spec.job import OverrideValue
 
 ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
@@ -59,9 +60,34 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("trainer.default_local_dir", job.checkpoint.dir),
         ("trainer.save_freq", job.checkpoint.save_freq),
         ("trainer.resume_mode", job.checkpoint.resume),
+        *retention_overrides(env),
     ]
+    pairs += attention_override(env)
     pairs += sorted(job.overrides.items())
     return pairs
+
+
+def retention_overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """How many checkpoints verl keeps: `checkpoint.keep` for the actor and the critic (verl 0.9.1
+    trainer/config/ppo_trainer.yaml `max_actor_ckpt_to_keep` / `max_critic_ckpt_to_keep`, default null = all;
+    ray_trainer.py `_save_checkpoint` deletes the oldest beyond it); none when every one is kept."""
+    keep = env.job.checkpoint.keep
+    if keep is None:
+        return []
+    return [("trainer.max_actor_ckpt_to_keep", keep), ("trainer.max_critic_ckpt_to_keep", keep)]
+
+
+# verl 0.9.1 reads the attention implementation from the model's override_config, default
+# flash_attention_2 (verl/workers/config/model.py: `self.override_config.get("attn_implementation",
+# "flash_attention_2")`); its trainer config has `actor_rollout_ref.model.override_config: {}`, so the
+# key is added with Hydra's `+` (a plain override of a key the struct lacks is refused).
+ATTENTION_KEY = "+actor_rollout_ref.model.override_config.attn_implementation"
+
+
+def attention_override(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """The attention implementation, passed only when it is not verl's default."""
+    attention = env.image.contents.attention
+    return [] if attention == VERL_DEFAULT_ATTENTION else [(ATTENTION_KEY, attention)]
 
 
 def hydra_value(value: OverrideValue) -> str:

@@ -38,6 +38,8 @@ def up(stack: StackOption = "local-k8s", nodes: NodesOption = "auto", root: Root
         state = kube.up(stack, loaded.environment, nodes=nodes)
     except KubeError as exc:
         fail(str(exc))
+    if state.get("images_note"):
+        console.print(state["images_note"], highlight=False, markup=False)
     if state.get("fake_because"):
         console.print(f"fake (KWOK) nodes: {state['fake_because']}", highlight=False, markup=False)
     console.print(

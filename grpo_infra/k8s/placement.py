@@ -1,43 +1,31 @@
 """Where the gang runs and what one node gives it: the pool's labels, taints and capacity.
 
-Every consumer — the ResourceFlavor, the ClusterQueue quota, the RayJob's pods — calls these, so a
-change to the pool (a taint, a size, a reserve) moves all of them together.
+Every consumer — the ResourceFlavor, the ClusterQueue quota, the Ray pods — calls these, so a change
+to the pool (a taint, a size, a reserve) moves all of them together. The labels, taints and
+tolerations themselves live one layer down, in `grpo_infra.nodepools.labels`, which the node-pool
+renderers use too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..nodepools.charts import daemonset_requests
+from ..nodepools.labels import node_selector, node_taints, tolerations
 from ..spec import Environment
-from ..spec.pools import Pool, Taint
+from ..spec.pools import Pool
+from .allocatable import extra_reserve, pool_allocatable
 
-
-def node_selector(pool: Pool) -> dict[str, str]:
-    """The pool's node labels: what its pods select and its ResourceFlavor matches."""
-    return dict(pool.labels)
-
-
-def node_taints(pool: Pool) -> list[dict[str, str]]:
-    """The pool's taints as Kubernetes `Taint` objects."""
-    return [_taint(t) for t in pool.taints]
-
-
-def tolerations(pool: Pool) -> list[dict[str, str]]:
-    """One toleration per pool taint: exactly what lets the gang's pods onto the pool's nodes."""
-    out = []
-    for t in pool.taints:
-        toleration = {"key": t.key, "operator": "Equal" if t.value is not None else "Exists", "effect": t.effect}
-        if t.value is not None:
-            toleration["value"] = t.value
-        out.append(toleration)
-    return out
-
-
-def _taint(t: Taint) -> dict[str, str]:
-    taint = {"key": t.key, "effect": t.effect}
-    if t.value is not None:
-        taint["value"] = t.value
-    return taint
+__all__ = [
+    "NodeShare",
+    "cpu_quantity",
+    "memory_quantity",
+    "node_selector",
+    "node_share",
+    "node_taints",
+    "parse_quantity",
+    "tolerations",
+]
 
 
 @dataclass(frozen=True)
@@ -64,10 +52,6 @@ def node_share(env: Environment, pool: Pool) -> NodeShare:
     """What the worker pod asks for: a node's allocatable (the provider's reservation rules,
     `grpo_infra.k8s.allocatable`) minus the stack's DaemonSets on it, minus `nodeReserve` on EKS and GKE;
     in whole millicores and MiB."""
-    # Imported here: grpo_infra.nodepools renders node groups from this module's placement rules.
-    from ..nodepools.charts import daemonset_requests
-    from .allocatable import extra_reserve, pool_allocatable
-
     allocatable = pool_allocatable(env, pool.name)
     daemons = daemonset_requests(env, pool)
     extra_cpu, extra_memory = extra_reserve(env)
@@ -109,3 +93,38 @@ def parse_quantity(value: str | int | float) -> float:
         if value.endswith(suffix):
             return float(value[: -len(suffix)]) * suffixes[suffix]
     return float(value)
+
+
+def _row(label: str, mi: float, note: str = "") -> str:
+    return f"  {label:<40}{mi / 1024:>10.2f} GiB   {note}".rstrip()
+
+
+def share_arithmetic(env: Environment, pool: Pool) -> list[str]:
+    """How one node of `pool` becomes the worker's request, step by step (`grpo-infra check --explain`):
+    nominal memory → what the kernel shows → the provider's reservation → the DaemonSets → the headroom."""
+    assert env.kubernetes is not None
+    allocatable = pool_allocatable(env, pool.name)
+    daemons = daemonset_requests(env, pool)
+    extra_cpu, extra_memory = extra_reserve(env)
+    share = node_share(env, pool)
+    machine = pool.eks.instance_type if pool.eks else pool.gke.machine_type if pool.gke else "existing hosts"
+    headroom = env.kubernetes.provider != "existing"
+    lines = [
+        f"pool {pool.name} ({machine}, provider {env.kubernetes.provider}), memory per node:",
+        _row("nominal", allocatable.nominal_memory_mi),
+        _row("kernel-visible capacity", allocatable.capacity_memory_mi, allocatable.capacity_source),
+        _row("− reserved", allocatable.reserved_memory_mi, allocatable.rule),
+        _row("− eviction threshold", allocatable.eviction_memory_mi),
+        _row("= allocatable", allocatable.memory_mi),
+        *(_row(f"− DaemonSet {name}", memory) for name, _, memory in daemons),
+    ]
+    if headroom:
+        lines.append(_row("− nodeReserve (headroom)", extra_memory))
+    lines.append(_row("= worker request", share.memory_mi, memory_quantity(share.memory_mi)))
+    lines.append(
+        f"  cpu: {allocatable.capacity_cpu_milli}m − {allocatable.reserved_cpu_milli}m reserved"
+        f" − {sum(d[1] for d in daemons)}m DaemonSets"
+        + (f" − {extra_cpu}m nodeReserve" if headroom else "")
+        + f" = {share.cpu_milli}m worker request"
+    )
+    return lines

@@ -28,11 +28,12 @@ from typing import Any
 import yaml
 
 from ..engine import Settings
+from ..image.oci import OCIError
 from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..localnode import teardown
 from ..processes import pid_of, wait_for
 from ..spec import Environment
-from . import images, realnodes
+from . import images, nodeimages, realnodes
 from .certs import Pki, write_pki
 from .nodes import LINK_PREFIX, NAMESPACE_PREFIX, bridge_address, real_nodes
 from .plan import (
@@ -225,8 +226,8 @@ def up(
 ) -> dict[str, Any]:
     """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve.
     `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
-    `archives`: the images real nodes get besides the pause image (default: every archive in the
-    images directory, `images.archives()`)."""
+    `archives`: the images real nodes get besides the pause image (default: the stack's job image
+    if it is built, `images.node_archives`; the operators run as host processes here)."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
     mode, why_fake = node_mode(nodes)
@@ -283,7 +284,10 @@ def _bring_up(
     kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
 
     if planned:
-        names = _start_real_nodes(paths, planned, created_outside, timeout, archives)
+        notes: list[str] = []
+        names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes)
+        if notes:
+            state["images_note"] = notes[0]
         paths.state.write_text(json.dumps(state) + "\n")
     else:
         _start_kwok(paths)
@@ -317,13 +321,27 @@ def _wait_devices(paths: Paths, planned: list[Any], timeout: float) -> None:
 
 
 def _start_real_nodes(
-    paths: Paths, planned: list[Any], created: list[str], timeout: float, archives: list[Path] | None
+    stack: str,
+    env: Environment,
+    paths: Paths,
+    planned: list[Any],
+    created: list[str],
+    timeout: float,
+    archives: list[Path] | None,
+    note: list[str],
 ) -> list[str]:
-    """The cluster DNS, then every node (booted at once), its images loaded; returns their names."""
+    """The cluster DNS, then every node (booted at once), its images loaded; returns their names
+    (and appends to `note` what could not be loaded)."""
     (paths.root / "dns").mkdir(parents=True, exist_ok=True)
     _start(paths, "dnsmasq", realnodes.dns_argv(paths))
     _start(paths, "dnsfeed", realnodes.dnsfeed_argv(paths), env=realnodes.node_env(paths.root))
-    archives = images.archives() if archives is None else [images.pause_archive(), *archives]
+    if archives is None:
+        try:
+            archives = images.node_archives(env, realnodes.PROJECT, stack, operators=False)
+        except OCIError as exc:
+            archives = []
+            note.append(f"the job's image is not loaded into the nodes: {exc}")
+    archives = [nodeimages.pause_archive(), *archives]
     for node in planned:
         realnodes.prepare_node(node, paths, created)
     paths.state.write_text(json.dumps({**load_state(paths.root), "created_outside_root": created}) + "\n")

@@ -27,7 +27,7 @@ import yaml
 
 from ..localnode import Link, add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
-from . import images
+from . import nodeimages
 from .nodes import (
     BRIDGE,
     CGROUP_PARENT,
@@ -281,7 +281,7 @@ def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
     (dirs.etc / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, dirs, paths.pki / "ca.crt", dns)))
     (dirs.etc / "kubeconfig").write_text(kubelet_kubeconfig(node, paths.pki, server_on_bridge()))
     (dirs.etc / "containerd.toml").write_text(
-        containerd_config(dirs, which("runc") or "runc", str(CNI_BIN), images.PAUSE_REF)
+        containerd_config(dirs, which("runc") or "runc", str(CNI_BIN), nodeimages.PAUSE_REF)
     )
     (dirs.etc / "cni" / "10-grpo-pods.conflist").write_text(json.dumps(cni_config(node), indent=2))
     make_cgroups(node)
@@ -340,7 +340,7 @@ def load_node_images(node: RealNode, paths: Paths, archives: list[Path], timeout
             log = node_dirs(paths, node.name).logs
             raise KubeError(f"containerd of node {node.name} did not start within {timeout:.0f}s; see {log}")
         time.sleep(0.1)
-    images.load_images(sock, archives, ctr=which("ctr"))
+    nodeimages.load_images(sock, archives, ctr=which("ctr"))
 
 
 def load_all_images(nodes: list[RealNode], paths: Paths, archives: list[Path], timeout: float) -> None:
@@ -350,7 +350,7 @@ def load_all_images(nodes: list[RealNode], paths: Paths, archives: list[Path], t
     def one(node: RealNode) -> None:
         try:
             load_node_images(node, paths, archives, timeout)
-        except (KubeError, images.ImageError) as exc:
+        except (KubeError, nodeimages.ImageError) as exc:
             errors.append(str(exc))
 
     threads = [threading.Thread(target=one, args=(n,)) for n in nodes]

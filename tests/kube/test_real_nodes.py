@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from grpo_infra.k8s.placement import node_taints
-from grpo_infra.kube import cluster, images, realnodes
+from grpo_infra.kube import cluster, nodeimages, realnodes
 from grpo_infra.kube.nodes import real_nodes
 from grpo_infra.kube.plan import CPU_NODE, MANAGED_BY, Paths, pool_hosts
 from grpo_infra.kube.versions import KUBERNETES
@@ -41,14 +41,14 @@ def before() -> dict[str, object]:
 @pytest.fixture(scope="module")
 def kube(before: dict[str, object]) -> Iterator[Paths]:
     # Only the tools image (and the pause image): the stack's own image is the job tests' business.
-    with local_cluster(ENV, nodes="real", archives=[images.tools_archive()]) as paths:
+    with local_cluster(ENV, nodes="real", archives=[nodeimages.tools_archive()]) as paths:
         yield paths
 
 
 def pod(name: str, node: str, command: list[str], **extra: Any) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main",
-        "image": images.TOOLS_REF,
+        "image": nodeimages.TOOLS_REF,
         "imagePullPolicy": "Never",
         "command": command,
         **extra,
