@@ -3,6 +3,7 @@ nodes from a stack's pools (the Kubernetes twin of `grpo-infra sandbox`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -46,6 +47,21 @@ def up(stack: StackOption = "local-k8s", nodes: NodesOption = "auto", root: Root
         f"kube up in {state['seconds']}s: {len(state['nodes'])} {state['nodes_mode']} nodes {' '.join(state['nodes'])}"
     )
     console.print('use it with: eval "$(grpo-infra kube env)"; kubectl get nodes', highlight=False)
+
+
+@app.command("load")
+def load_images(
+    archives: Annotated[
+        list[Path] | None, typer.Argument(help="OCI archives (default: the stack's job image).")
+    ] = None,
+) -> None:
+    """Import image archives into every real node of the running cluster (after `grpo-infra image build`)."""
+    try:
+        loaded = kube.load(archives=archives or None)
+    except KubeError as exc:
+        fail(str(exc), code=1)
+    for path in loaded:
+        console.print(f"loaded {path} into every node", highlight=False)
 
 
 @app.command()

@@ -32,7 +32,7 @@ from ..image.oci import OCIError
 from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..localnode import teardown
 from ..processes import pid_of, wait_for
-from ..spec import Environment
+from ..spec import Environment, load_stack
 from . import images, nodeimages, realnodes
 from .certs import Pki, write_pki
 from .nodes import LINK_PREFIX, NAMESPACE_PREFIX, bridge_address, real_nodes
@@ -303,6 +303,29 @@ def _bring_up(
         _wait_devices(paths, planned, timeout)
     state["nodes"] = names
     return state
+
+
+def load(root: Path = ROOT, archives: list[Path] | None = None) -> list[Path]:
+    """Import image archives into every real node of the running cluster (default: the job's image
+    of its stack, once `grpo-infra image build STACK` has made it); returns what was loaded."""
+    state = load_state(root)
+    if state.get("nodes_mode") != "real":
+        raise KubeError("the local cluster runs KWOK nodes: nothing runs images there")
+    paths = Paths(root)
+    if archives is None:
+        env = load_stack(state["stack"], realnodes.PROJECT).environment
+        try:
+            archives = images.node_archives(env, realnodes.PROJECT, state["stack"], operators=False)
+        except OCIError as exc:
+            raise KubeError(str(exc)) from None
+    realnodes.load_all_images(real_nodes_of(state), paths, archives, timeout=60)
+    return archives
+
+
+def real_nodes_of(state: dict[str, Any]) -> list[Any]:
+    """The real nodes a running cluster was made with (from its stack, as `up` planned them)."""
+    env = load_stack(state["stack"], realnodes.PROJECT).environment
+    return [n for n in real_nodes(env) if n.name in state.get("nodes", [])]
 
 
 def _wait_devices(paths: Paths, planned: list[Any], timeout: float) -> None:
