@@ -22,6 +22,25 @@ def uses_kueue(env: Environment) -> bool:
     return env.kubernetes.scheduler == "kueue"
 
 
+# The chart's own `featureGates` list (kuberay-operator 1.7.0 values.yaml): a Helm list value replaces the
+# chart's whole, so a changed gate is given with all the others as the chart has them.
+_CHART_GATES = (
+    ("RayClusterStatusConditions", True),
+    ("RayJobDeletionPolicy", True),
+    ("RayMultiHostIndexing", True),
+    ("RayServiceIncrementalUpgrade", True),
+    ("RayCronJob", False),
+    ("RayClusterMTLS", False),
+    ("RayClusterNetworkPolicy", False),
+    ("RayClusterHistoryServer", False),
+)
+
+
+def kuberay_feature_gates(cron: bool) -> list[dict[str, object]]:
+    """The chart's feature gates, with RayCronJob on when the stack runs one."""
+    return [{"name": n, "enabled": cron if n == "RayCronJob" else on} for n, on in _CHART_GATES]
+
+
 def kuberay_release(env: Environment) -> dict[str, Any]:
     """KubeRay's operator chart. Under Kueue no batch scheduler is set: Kueue works through `suspend`."""
     assert env.kubernetes is not None
@@ -35,6 +54,9 @@ def kuberay_release(env: Environment) -> dict[str, Any]:
         "values": {
             "image": {"repository": "quay.io/kuberay/operator", "tag": f"v{KUBERAY_VERSION}"},
             "batchScheduler": {"name": scheduler},
+            # `job.kind: raycronjob`: KubeRay's RayCronJob controller is alpha, off unless its gate is on
+            # (ray-operator v1.7.0 pkg/features/features.go; `grpo_infra.k8s.raycronjob`).
+            **({"featureGates": kuberay_feature_gates(cron=True)} if env.job.kind == "raycronjob" else {}),
         },
     }
 

@@ -224,7 +224,7 @@ def checkpoint_sub_path(env: Environment) -> str:
 def _mounts(env: Environment) -> list[dict[str, Any]]:
     """/dev/shm, the job's checkpoint directory, then the stack's shared volumes (models, data) at their paths."""
     assert env.kubernetes is not None
-    checkpoints = {"name": "checkpoints", "mountPath": env.job.checkpoint.dir}
+    checkpoints = {"name": "checkpoints", "mountPath": env.job.checkpoint.dir, "subPath": checkpoint_sub_path(env)}
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, checkpoints]
     for volume in env.kubernetes.volumes:
         mount = {"name": volume.name, "mountPath": volume.mount_path}

@@ -58,8 +58,9 @@ __all__ = [
 
 
 def entrypoint(env: Environment, gate: bool = True) -> str:
-    """The job's driver command, the one place it is built: `sh -c '<gate> && <verl>'` with the gate on,
-    verl's command alone without; with `job.debug.rayDebugger: postMortem`, a debugpy check first.
+    """The job's driver command, the one place it is built: `sh -c '<gate> && <world size> && <verl>'` — the
+    fabric gate (unless off), the world-size guard (with `resume: auto`), verl; with
+    `job.debug.rayDebugger: postMortem`, a debugpy check first. verl's command alone when none applies.
 
     `gate=False` for a job sent to a running RayCluster (`grpo-infra submit`), whose gate ran once when
     the cluster came up. KubeRay's submitter pastes the entrypoint into its own bash line (`ray job submit
@@ -68,12 +69,41 @@ def entrypoint(env: Environment, gate: bool = True) -> str:
     """
     fabric = gate_command(env) if gate else None
     guard = debug.debugpy_guard(env)
-    if fabric is None and guard is None:
+    world = world_size_guard(env)
+    if fabric is None and guard is None and world is None:
         return verl.shell_command(env)
     steps = [guard] if guard else []
     steps += [f"{PYTHONPATH_PREFIX} {fabric}"] if fabric else []
+    steps += [world] if world else []
     script = " && ".join([*steps, verl.shell_command(env)])
     return shlex.join(["sh", "-c", script])
+
+
+WORLD_SIZE_FILE = ".grpo-infra-world-size"
+
+
+def world_size_guard(env: Environment) -> str | None:
+    """A shell step refusing to resume checkpoints written by a gang of another size (None without resume).
+
+    verl 0.9.1 cannot load FSDP shards saved by another world size (volcengine/verl#2265): a retry or
+    requeue of the job on fewer (or more) GPUs would fail at load after the whole gang started, or worse.
+    The job's checkpoint directory (its own, `raycluster.checkpoint_sub_path`) records the gang's
+    `<nodes>x<GPUs per node>` on first use; a later attempt of another size stops here with one line.
+    """
+    if env.job.checkpoint.resume != "auto":
+        return None
+    gang = env.gang
+    record = shlex.quote(f"{env.job.checkpoint.dir.rstrip('/')}/{WORLD_SIZE_FILE}")
+    size = f"{gang.nodes}x{gang.gpus_per_node}"
+    refusal = (
+        f"refused: the checkpoints in {env.job.checkpoint.dir} were written by a gang of $(cat {record}) "
+        f"(nodes x GPUs), this attempt is {size}; verl cannot resume with another world size (verl#2265)"
+    )
+    # One `{ ...; }` group: joined to the other steps by `&&`, its `;`s cannot let a later step run after it failed.
+    return (
+        f'{{ if [ -f {record} ]; then if [ "$(cat {record})" != {size} ]; then echo "{refusal}" >&2; exit 1; fi; fi; '
+        f"mkdir -p {shlex.quote(env.job.checkpoint.dir)}; echo {size} > {record}; }}"
+    )
 
 
 def ray_job_spec(env: Environment) -> dict[str, Any]:
@@ -92,6 +122,11 @@ def ray_job_spec(env: Environment) -> dict[str, Any]:
     if settings.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = settings.active_deadline_seconds
     spec["backoffLimit"] = settings.backoff_limit
+    # The submitter's own Job gives up at its first failure (KubeRay's default is 2 more, rayjob_controller.go:718):
+    # when the head is lost its `ray job submit` fails, and the attempt ends as a retryable failure that starts
+    # a whole new gang from the checkpoint, instead of resubmitting verl to a headless or half-rejoined cluster
+    # (docs/kubernetes.md, "When the head is lost").
+    spec["submitterConfig"] = {"backoffLimit": 0}
     spec["submitterPodTemplate"] = _submitter_template(env)
     spec["rayClusterSpec"] = ray_cluster_spec(env)
     return spec
