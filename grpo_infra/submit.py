@@ -30,6 +30,7 @@ from .spec import Environment
 # Ray's header for a token behind a proxy that owns `Authorization` (the API server's service proxy);
 # Ray 2.60 ray/_private/authentication/http_token_authentication.py reads it when `Authorization` is absent.
 RAY_AUTH_HEADER = "X-Ray-Authorization"
+AGENT_WAIT_S = 60
 
 
 class SubmitRefused(Exception):
@@ -123,7 +124,17 @@ def submit(env: Environment, address: str, token: str | None, sid: str | None = 
         "submission_id": sid,
         "metadata": {"grpo-infra/job": env.job.name},
     }
-    answer = _request(address, token, "POST", "/api/jobs/", body)
+    # A head that has just come up answers 500 "No available agent" until its dashboard agent registers
+    # (Ray 2.60 dashboard/modules/job/job_head.py): retried for a short while, then refused.
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            answer = _request(address, token, "POST", "/api/jobs/", body)
+            break
+        except SubmitRefused as exc:
+            if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
     got = (answer or {}).get("submission_id", sid)
     return Submission(got, job_status(address, token, got))
 
