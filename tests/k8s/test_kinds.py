@@ -4,9 +4,11 @@ CRDs, admitted through the tenant's queue, and refused by `check` where KubeRay 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from grpo_infra import k8s as render
 from grpo_infra.check import violations
@@ -16,8 +18,10 @@ from grpo_infra.k8s.operators import kuberay_release
 from grpo_infra.k8s.raycluster import MAX_EXEC_TIME_LABEL, PRIORITY_LABEL, QUEUE_LABEL
 from grpo_infra.k8s.raycronjob import DEFAULT_LOCAL_QUEUE
 from grpo_infra.k8s.rayjob import ray_job_spec
-from grpo_infra.spec import Environment, SpecError
+from grpo_infra.pulumi_graph import record
+from grpo_infra.spec import Environment, SpecError, load_stack
 from grpo_infra.validate import validate_objects
+from tests.conftest import ROOT
 
 from .conftest import K8S_STACKS, by_kind, env_of, variant
 
@@ -188,3 +192,25 @@ def test_a_schedule_kuberay_would_not_parse_is_refused(schedule: str) -> None:
 def test_a_time_zone_that_does_not_exist_is_refused() -> None:
     with pytest.raises(ValueError, match="timeZone"):
         variant("eks-prod", as_kind("raycronjob", timeZone="Mars/Olympus"))
+
+
+@pytest.mark.parametrize("kind", ["raycluster", "raycronjob"])
+def test_the_pulumi_program_registers_the_kinds_object_in_the_jobs_component(kind: str, tmp_path: Path) -> None:
+    """One component for every kind, so switching kinds replaces the Ray object and nothing else."""
+    (tmp_path / "stacks").mkdir()
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-k8s.yaml").read_text())
+    as_kind(kind)(document["config"]["grpo-infra:environment"])
+    (tmp_path / "stacks" / "Pulumi.onprem-k8s.yaml").write_text(yaml.safe_dump(document))
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    g = record("onprem-k8s", tmp_path)
+    env = load_stack("onprem-k8s", tmp_path).environment
+    kind_type = {"raycluster": "RayCluster", "raycronjob": "RayCronJob"}[kind]
+    obj = g.named(f"kubernetes:ray.io/v1:{kind_type}", f"{env.job.tenant}-{env.job.name}")
+    assert obj.inputs["spec"] == render.workload(env)["spec"]
+    assert g[obj.parent].type == "grpo-infra:k8s:GrpoRayJob"
+    assert not g.of_type("kubernetes:ray.io/v1:RayJob"), "no RayJob beside it"
+    output = {"raycluster": "rayCluster", "raycronjob": "rayCronJob"}[kind]
+    assert g.outputs[output] == f"{env.job.tenant}/{env.job.name}"
+    if kind == "raycronjob":
+        names = [q.inputs["metadata"]["name"] for q in g.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")]
+        assert DEFAULT_LOCAL_QUEUE in names
