@@ -25,8 +25,9 @@ from typer.testing import CliRunner
 
 from grpo_infra import k8s as render
 from grpo_infra.cli import app
-from grpo_infra.k8s.gate import GATE_CONTAINER
+from grpo_infra.k8s.gate import GATE_CONTAINER, GATE_PASSED
 from grpo_infra.k8s.rayjob import entrypoint
+from grpo_infra.preflight.gate import MODULE
 from grpo_infra.spec import Environment
 from grpo_infra.submit import SubmitRefused, job_status, refusal, submit
 from tests.conftest import ROOT, unavailable
@@ -41,6 +42,7 @@ class Head:
     address: str
     token: str
     calls: Path
+    gate_exit: Path
 
 
 def _free_port() -> int:
@@ -58,8 +60,11 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
     bin_dir, temp = where / "bin", Path(f"/tmp/rs-head-{os.getpid()}-{where.name}")
     bin_dir.mkdir()
     calls = where / "calls.jsonl"
+    gate_exit = where / "gate-exit"
+    gate_exit.write_text("0")
     (bin_dir / "python3").write_text(
         f"#!{sys.executable}\nimport json, sys\nopen({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"sys.exit(int(open({str(gate_exit)!r}).read()) if sys.argv[1:3] == ['-m', {MODULE!r}] else 0)\n"
     )
     (bin_dir / "python3").chmod(0o755)
     token = secrets.token_urlsafe(24)
@@ -97,7 +102,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
         pytest.fail("the Ray head did not come up in three tries")
     try:
         _wait_for_agent(url, token)
-        yield Head(url, token, calls)
+        yield Head(url, token, calls, gate_exit)
     finally:
         _stop(process)
         shutil.rmtree(temp, ignore_errors=True)
@@ -247,3 +252,48 @@ def test_the_command_refuses_a_stack_that_is_not_a_raycluster() -> None:
     result = CliRunner().invoke(app, ["submit", "eks-prod", "--root", str(ROOT)])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "job.kind is rayjob" in result.output
+
+
+@pytest.mark.parametrize("verdict", [0, 1])
+def test_the_raycluster_gate_container_marks_the_head_ready_only_when_the_gate_passes(
+    head: Head, tmp_path: Path, verdict: int
+) -> None:
+    """The `fabric-gate` container's own script, run against the real head's Jobs API as it runs beside the
+    head (RAY_ADDRESS on loopback, the token from the environment): the readiness file appears only after
+    a passing verdict; a failing one prints FAIL and leaves the head not Ready."""
+    env = raycluster(tmp_path)
+    container = next(
+        c for c in render.ray_cluster(env)["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+        if c["name"] == GATE_CONTAINER
+    )  # fmt: skip
+    passed = tmp_path / "passed"
+    script = container["command"][-1].replace(GATE_PASSED, str(passed))
+    head.gate_exit.write_text(str(verdict))
+    head.calls.unlink(missing_ok=True)
+    shell_env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "RAY_ADDRESS": head.address,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": head.token,
+    }
+    log = tmp_path / "gate.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["sh", "-c", script], stdout=out, stderr=subprocess.STDOUT, env=shell_env, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and not passed.exists() and "FAIL fabric gate" not in log.read_text():
+            time.sleep(0.5)
+        runs = [json.loads(line) for line in head.calls.read_text().splitlines()] if head.calls.exists() else []
+        assert [r[:2] for r in runs] == [["-m", MODULE]], log.read_text()
+        if verdict == 0:
+            assert passed.exists(), log.read_text()
+        else:
+            time.sleep(2)
+            assert not passed.exists() and "FAIL fabric gate" in log.read_text(), log.read_text()
+        assert proc.poll() is None, "the container stays up (its readiness tells the verdict)"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
