@@ -178,7 +178,7 @@ class GangQueuesArgs:
 
     @classmethod
     def of(cls, env: Environment) -> GangQueuesArgs:
-        return cls(render.queue_objects(env))
+        return cls([*render.queue_objects(env), *render.cron_queues(env)])
 
 
 class GangQueues(pulumi.ComponentResource):
@@ -200,7 +200,8 @@ class GangQueues(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class GrpoRayJobArgs:
-    """The RayJob, the NetworkPolicy fencing its Ray pods, and the fabric gate's code (None when off)."""
+    """The job's Ray object (a RayJob, RayCluster or RayCronJob by `job.kind`), the NetworkPolicy fencing
+    its Ray pods, and the fabric gate's code (None when off)."""
 
     ray_job: dict[str, Any]
     network_policy: dict[str, Any]
@@ -215,12 +216,18 @@ class GrpoRayJobArgs:
         assert env.kubernetes is not None
         token = ray_token_secret_name(env) if env.kubernetes.ray_job.ray_auth == "token" else None
         return cls(
-            render.ray_job(env), ray_network_policy(env), gate_config_map(env), token, render.pod_disruption_budget(env)
+            render.workload(env),
+            ray_network_policy(env),
+            gate_config_map(env),
+            token,
+            render.pod_disruption_budget(env),
         )
 
 
 class GrpoRayJob(pulumi.ComponentResource):
-    """The suspended GRPO RayJob; Kueue flips `spec.suspend` on admission and Pulumi leaves it alone."""
+    """The suspended GRPO RayJob (or RayCluster, or RayCronJob): Kueue flips `spec.suspend` on admission and
+    Pulumi leaves it alone. One component type for every kind, so switching `job.kind` replaces the Ray
+    object and nothing else."""
 
     def __init__(self, name: str, args: GrpoRayJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{PREFIX}:GrpoRayJob", name, None, opts)
@@ -293,7 +300,11 @@ def deploy_kubernetes(env: Environment, depends_on: list[pulumi.Resource], insta
     pulumi.export("namespaces", [t.name for t in env.tenants])
     pulumi.export("localQueues", {t.name: t.queue for t in env.tenants})
     pulumi.export("clusterQueues", [render.queues.cluster_queue_name(t) for t in env.tenants])
-    pulumi.export("rayJob", job.ray_job.metadata.apply(lambda m: f"{m['namespace']}/{m['name']}"))
+    # `rayJob`, `rayCluster` or `rayCronJob`: the job's Ray object, by `job.kind`.
+    output = {"rayjob": "rayJob", "raycluster": "rayCluster", "raycronjob": "rayCronJob"}[env.job.kind]
+    pulumi.export(output, job.ray_job.metadata.apply(lambda m: f"{m['namespace']}/{m['name']}"))
+    if env.job.kind == "raycluster":
+        pulumi.export("submit", f"grpo-infra submit {pulumi.get_stack()}")
     pulumi.export("dashboard", dashboard_command(env))
     token = dashboard_token_command(env)
     if token is not None:

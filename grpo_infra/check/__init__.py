@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..spec import Environment
 from .gang_rules import gang_violations
 from .image_rules import image_violations
+from .kind_rules import kind_violations
 from .launcher_rules import launcher_violations
 from .paths import checkpoint_violations
 from .verl_rules import verl_violations
@@ -16,10 +17,18 @@ from .violation import Violation
 
 __all__ = ["Violation", "violations", "warnings"]
 
+# Kind rules after which the stack's Ray object cannot even be rendered.
+UNRENDERABLE = frozenset({"raycronjob-schedule"})
+
 
 def violations(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, target-independent rules first."""
     found = [*gang_violations(env), *verl_violations(env), *image_violations(env), *checkpoint_violations(env)]
+    kinds = kind_violations(env)
+    found += kinds
+    if any(v.rule in UNRENDERABLE for v in kinds):
+        # Nothing of the job's kind can be rendered to judge the rest on.
+        return found
     if env.target == "kubernetes":
         from .kubernetes_rules import kubernetes_violations
 

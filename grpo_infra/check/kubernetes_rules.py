@@ -12,11 +12,13 @@ from typing import Any
 
 from ..k8s import objects
 from ..k8s.allocatable import Allocatable, UnknownMachine, extra_reserve, head_allocatable, pool_allocatable
+from ..k8s.kinds import RAY_KINDS, gang_view, with_gang_views
 from ..k8s.network import SOCKET_VARIABLES, host_ports, link_local, socket_interfaces
 from ..k8s.placement import parse_quantity
 from ..k8s.pod_security import ENFORCE_LABEL, LEVELS, baseline_failures, job_pods, pod_level, restricted_failures
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..validate.rules import admission_errors, rayjob_errors
+from .kind_rules import webhook_name_limit
 from .paths import unshared
 from .slurm_rules import EPHEMERAL_PORTS
 from .violation import Violation
@@ -31,12 +33,14 @@ EKS_LAYER_3 = "topology.k8s.aws/network-node-layer-3"
 def kubernetes_violations(env: Environment) -> list[Violation]:
     """Webhook rules, Kueue admission (quota, taints, node labels) and per-node fit of every worker pod."""
     rendered = objects(env)
-    jobs = [o for o in rendered if o["kind"] == "RayJob"]
+    # Every kind as the RayJob-shaped gang Kueue admits (`grpo_infra.k8s.kinds`): one rule for all three.
+    jobs = [gang_view(o) for o in rendered if o["kind"] in RAY_KINDS]
     tenant_index = next(i for i, t in enumerate(env.tenants) if t.name == env.job.tenant)
-    out = [Violation("kuberay-webhook", f"{ENV}.job.name", e) for job in jobs for e in rayjob_errors(job)]
+    limit = webhook_name_limit(env)
+    out = [Violation("kuberay-webhook", f"{ENV}.job.name", e) for job in jobs for e in rayjob_errors(job, limit)]
     out += [
         Violation("kueue-admission", f"{ENV}.tenants[{tenant_index}].gpuQuota", e, _shortfall(e))
-        for e in admission_errors(rendered)
+        for e in admission_errors(with_gang_views(rendered))
     ]
     for job in jobs:
         out += _worker_fit(env, job)

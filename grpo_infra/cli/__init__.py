@@ -13,6 +13,7 @@ from .kube import app as kube_app
 from .nccl import app as nccl_app
 from .sandbox import app as sandbox_app
 from .stacks import stacks
+from .submit import submit_command
 from .synth import synth
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app.command()(synth)
 app.command()(diff)
 app.command()(check)
 app.command()(graph)
+app.command("submit")(submit_command)
 app.add_typer(nccl_app, name="nccl", help="Read nccl-tests output and NCCL logs; judge the fabric.")
 app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")

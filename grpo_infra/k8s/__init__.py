@@ -13,22 +13,31 @@ from ..spec import Environment
 from .access import ray_network_policy, secret_references, tenant_access
 from .disruption import pod_disruption_budget
 from .gate import gate_config_map
+from .kinds import gang_view, workload
 from .namespaces import tenant_namespaces
 from .operators import helm_releases
 from .queues import queue_objects
+from .raycluster import ray_cluster
+from .raycronjob import default_local_queue, ray_cron_job
 from .rayjob import ray_job
 
 __all__ = [
+    "cron_queues",
+    "default_local_queue",
+    "gang_view",
     "gate_config_map",
     "helm_releases",
     "objects",
     "pod_disruption_budget",
     "queue_objects",
+    "ray_cluster",
+    "ray_cron_job",
     "ray_job",
     "render_files",
     "secret_references",
     "tenant_access",
     "tenant_namespaces",
+    "workload",
 ]
 
 
@@ -39,11 +48,21 @@ def objects(env: Environment) -> list[dict[str, Any]]:
         *tenant_namespaces(env),
         *tenant_access(env),
         *queue_objects(env),
+        *cron_queues(env),
         ray_network_policy(env),
         *([gate_code] if gate_code is not None else []),
         pod_disruption_budget(env),
-        ray_job(env),
+        workload(env),
     ]
+
+
+def cron_queues(env: Environment) -> list[dict[str, Any]]:
+    """The `default` LocalQueue a RayCronJob's runs are admitted through (`grpo_infra.k8s.raycronjob`)."""
+    assert env.kubernetes is not None
+    if env.job.kind != "raycronjob" or env.kubernetes.scheduler != "kueue":
+        return []
+    queue = default_local_queue(env)
+    return [queue] if queue is not None else []
 
 
 def render_files(env: Environment) -> dict[str, str]:

@@ -19,6 +19,9 @@ from .operators import KUBERAY_NAMESPACE
 SECRET_KEY = "value"
 TENANT_ACCOUNT = "grpo-submitter"
 TENANT_ROLE = "grpo-rayjobs"
+# Ray's metrics port on every Ray pod, where KubeRay points `--metrics-export-port` unless told otherwise
+# (kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go `DefaultMetricsPort`).
+RAY_METRICS_PORT = 8080
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,18 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
                     },
                     {
                         "apiGroups": ["ray.io"],
-                        "resources": ["rayjobs/status", "rayclusters"],
+                        "resources": ["rayjobs/status", "rayclusters", "rayclusters/status", "raycronjobs"],
                         "verbs": ["get", "list", "watch"],
                     },
                     {
                         "apiGroups": [""],
-                        "resources": ["pods", "pods/log", "services"],
+                        "resources": ["pods", "pods/log", "services", "events"],
                         "verbs": ["get", "list", "watch"],
                     },
+                    # `kubectl logs job/<job>` reads the submitter Job first (the driver's log outlives the
+                    # Ray cluster there); `kubectl get events` / `describe` show Pending and eviction reasons.
+                    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                     # The dashboard is reached through `kubectl port-forward`, never a public address.
                     {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
                     *secret_rule,
@@ -127,13 +134,31 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
 
 
 def ray_network_policy(env: Environment) -> dict[str, Any]:
-    """The job's Ray pods accept traffic only from their own namespace and the KubeRay operator.
+    """The job's Ray pods accept traffic only from their own namespace and the KubeRay operator, and on
+    Ray's metrics port from `kubernetes.monitoringNamespace` (Prometheus), when the stack names one.
 
     The head listens on its pod address (the operator and the submitter reach the dashboard there,
     `kubectl port-forward` reaches it through the pod's loopback); this policy and a ClusterIP service
     keep it off every other network path.
     """
+    assert env.kubernetes is not None
     job = env.job
+    ingress: list[dict[str, Any]] = [
+        {
+            "from": [
+                {"podSelector": {}},
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}}},
+            ]
+        }
+    ]
+    monitoring = env.kubernetes.monitoring_namespace
+    if monitoring is not None:
+        ingress.append(
+            {
+                "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring}}}],
+                "ports": [{"protocol": "TCP", "port": RAY_METRICS_PORT}],
+            }
+        )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -141,13 +166,6 @@ def ray_network_policy(env: Environment) -> dict[str, Any]:
         "spec": {
             "podSelector": {"matchLabels": {JOB_LABEL: job.name}},
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [
-                        {"podSelector": {}},
-                        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}}},
-                    ]
-                }
-            ],
+            "ingress": ingress,
         },
     }

@@ -4,11 +4,9 @@ The verl image does not contain this project, so the files of `grpo_infra.prefli
 travel with the stack: a ConfigMap mounted read-only on the head pod, put on `PYTHONPATH` for the gate
 alone. The rank actors are shipped to the workers by value, so the workers need torch, not these files.
 
-The entrypoint runs the gate, then verl, joined by `&&`: a failing verdict ends the Ray job before any
-training step. KubeRay's submitter pastes `spec.entrypoint` into its own bash line (`ray job submit
-... -- <entrypoint>`), and Ray re-quotes the arguments it gets (`shlex.join`) before the head runs them
-with a shell; so the `&&`, the assignment and the expansion are wrapped in `sh -c '<script>'` to be
-interpreted on the head, not in the submitter pod.
+A RayJob's entrypoint (`grpo_infra.k8s.rayjob.entrypoint`) runs the gate, then verl, joined by `&&`: a
+failing verdict ends the Ray job before any training step. A RayCluster has no entrypoint: the gate runs
+once from a container beside its head (`gate_sidecar`).
 """
 
 from __future__ import annotations
@@ -17,10 +15,12 @@ import shlex
 from importlib import resources
 from typing import Any
 
-from .. import debug, verl
+from ..image import image_reference
 from ..preflight.gate import gate_command
 from ..spec import Environment
-from .labels import JOB_LABEL, MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
+from .placement import cpu_quantity, memory_quantity
+from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI
 
 GATE_MOUNT = "/opt/grpo-infra"
 GATE_VOLUME = "grpo-infra-gate"
@@ -29,6 +29,10 @@ PACKAGE = "grpo_infra.preflight"
 PYTHONPATH_PREFIX = f"PYTHONPATH={GATE_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}"
 # A ConfigMap (like any object) must stay under etcd's 1 MiB request limit.
 CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
+# The container beside a RayCluster's head that runs the gate once, and the file its readiness reads.
+GATE_CONTAINER = "fabric-gate"
+GATE_PASSED = "/tmp/grpo-infra-gate-passed"
+DASHBOARD_PORT = 8265
 
 
 def gate_files() -> dict[str, str]:
@@ -88,14 +92,51 @@ def gate_mount() -> dict[str, Any]:
     return {"name": GATE_VOLUME, "mountPath": GATE_MOUNT, "readOnly": True}
 
 
-def entrypoint(env: Environment) -> str:
-    """The RayJob's entrypoint: `sh -c '<gate> && <verl>'` with the gate on, verl's command alone without;
-    with `job.debug.rayDebugger: postMortem`, a debugpy check first."""
+def gate_sidecar(env: Environment) -> dict[str, Any]:
+    """The container beside a RayCluster's head that runs the fabric gate once, when Ray is up.
+
+    A RayCluster has no entrypoint, so the gate is sent to the cluster's own Jobs API on the pod's loopback
+    (`ray job submit`, which exits 1 when the job fails: Ray 2.60 `dashboard/modules/job/cli.py`). The
+    container is Ready only once the gate passed: until then the head pod is not Ready, KubeRay does not
+    call the RayCluster `ready`, `grpo-infra submit` refuses it, and Kueue's waitForPodsReady evicts a
+    cluster whose gate failed instead of leaving it to train slowly. Its verdict is its log
+    (`kubectl logs <head pod> -c fabric-gate`). Sized as a RayJob's submitter, which the head flavor's
+    quota already holds per head.
+    """
+    assert env.kubernetes is not None
     gate = gate_command(env)
-    guard = debug.debugpy_guard(env)
-    if gate is None and guard is None:
-        return verl.shell_command(env)
-    steps = [guard] if guard else []
-    steps += [f"{PYTHONPATH_PREFIX} {gate}"] if gate else []
-    script = " && ".join([*steps, verl.shell_command(env)])
-    return shlex.join(["sh", "-c", script])
+    assert gate is not None
+    settings = env.job.preflight.nccl
+    tries = max(1, settings.timeout_seconds // 5)
+    job = shlex.join(["sh", "-c", f"{PYTHONPATH_PREFIX} {gate}"])
+    script = "; ".join(
+        [
+            f"rm -f {GATE_PASSED}",
+            "n=0",
+            f"until ray job list >/dev/null 2>&1; do n=$((n+1)); if [ $n -ge {tries} ]; then "
+            "echo 'FAIL fabric gate: the Ray dashboard never answered; the cluster stays not Ready'; "
+            "exec sleep infinity; fi; sleep 5; done",
+            f"if ray job submit -- {job}; then touch {GATE_PASSED}; echo 'fabric gate passed: the cluster is Ready'; "
+            "else echo 'FAIL fabric gate: see the lines above; the cluster stays not Ready'; fi",
+            "exec sleep infinity",
+        ]
+    )
+    env_vars: list[dict[str, Any]] = [{"name": "RAY_ADDRESS", "value": f"http://127.0.0.1:{DASHBOARD_PORT}"}]
+    if env.kubernetes.ray_job.ray_auth == "token":
+        env_vars += [
+            {"name": "RAY_AUTH_MODE", "value": "token"},
+            {
+                "name": "RAY_AUTH_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": ray_token_secret_name(env), "key": "auth_token"}},
+            },
+        ]
+    cpu, memory = cpu_quantity(SUBMITTER_CPU_MILLI), memory_quantity(SUBMITTER_MEMORY_MI)
+    return {
+        "name": GATE_CONTAINER,
+        "image": image_reference(env),
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", script],
+        "env": env_vars,
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+        "readinessProbe": {"exec": {"command": ["test", "-f", GATE_PASSED]}, "periodSeconds": 5},
+    }

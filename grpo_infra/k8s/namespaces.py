@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from ..spec import Environment
+from .kinds import gang_view, workload
 from .labels import MANAGED_BY
 from .pod_security import ENFORCE_LABEL, job_pods, loosest, pod_level
-from .rayjob import ray_job
 
 __all__ = ["MANAGED_BY", "namespace_security_level", "tenant_namespaces"]
 
 
 def namespace_security_level(env: Environment) -> str:
     """The level enforced on every tenant namespace: the spec's, or the strictest the job's pods pass
-    (every tenant runs the same kind of RayJob)."""
+    (every tenant runs the same kind of Ray object)."""
     assert env.kubernetes is not None
     if env.kubernetes.pod_security is not None:
         return env.kubernetes.pod_security
-    return loosest([pod_level(pod) for pod in job_pods(ray_job(env)).values()])
+    return loosest([pod_level(pod) for pod in job_pods(gang_view(workload(env))).values()])
 
 
 def tenant_namespaces(env: Environment) -> list[dict]:

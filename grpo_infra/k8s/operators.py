@@ -43,6 +43,22 @@ def uses_kueue(env: Environment) -> bool:
     return env.kubernetes.scheduler == "kueue"
 
 
+# The chart's own `featureGates` list (kuberay-operator 1.6.2 values.yaml): a Helm list value replaces the
+# chart's whole, so a changed gate is given with all the others as the chart has them.
+_CHART_GATES = (
+    ("RayClusterStatusConditions", True),
+    ("RayJobDeletionPolicy", True),
+    ("RayMultiHostIndexing", True),
+    ("RayServiceIncrementalUpgrade", False),
+    ("RayCronJob", False),
+)
+
+
+def kuberay_feature_gates(cron: bool) -> list[dict[str, object]]:
+    """The chart's feature gates, with RayCronJob on when the stack runs one."""
+    return [{"name": n, "enabled": cron if n == "RayCronJob" else on} for n, on in _CHART_GATES]
+
+
 def kuberay_image() -> str:
     """The operator image the KubeRay release runs (what the local cluster's nodes are loaded with)."""
     return f"{KUBERAY_IMAGE}:v{KUBERAY_VERSION}"
@@ -83,6 +99,9 @@ def kuberay_release(env: Environment) -> dict[str, Any]:
         "values": {
             "image": {"repository": KUBERAY_IMAGE, "tag": f"v{KUBERAY_VERSION}", "pullPolicy": "IfNotPresent"},
             "batchScheduler": {"name": scheduler},
+            # `job.kind: raycronjob`: KubeRay's RayCronJob controller is alpha, off unless its gate is on
+            # (ray-operator v1.6.2 pkg/features/features.go; `grpo_infra.k8s.raycronjob`).
+            **({"featureGates": kuberay_feature_gates(cron=True)} if env.job.kind == "raycronjob" else {}),
         },
     }
 

@@ -561,6 +561,9 @@ def _start_kuberay(paths: Paths, timeout: float, dns: str | None = None) -> None
                 f"-health-probe-bind-address={LOOPBACK}:{PORTS['kuberay-health']}",
                 "-metrics-addr=0",
                 "-log-stdout-encoder=console",
+                # Alpha and off by default at v1.6.2 (pkg/features/features.go); stacks of `job.kind: raycronjob`
+                # turn it on in the chart (grpo_infra.k8s.operators), the local cluster always.
+                "-feature-gates=RayCronJob=true",
             ],
             dns,
         ),

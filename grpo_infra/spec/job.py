@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from ..preflight.defaults import (
     DEFAULT_BACKEND,
@@ -255,11 +255,29 @@ class SecretRef(SpecModel):
     )
 
 
+# What the Kubernetes stack runs the gang as (docs/kubernetes.md, "Which kind"): a RayJob that runs verl once
+# and ends, a RayCluster that stays up for `grpo-infra submit`, or a RayCronJob that starts a RayJob on a
+# schedule. Slurm runs the batch path only.
+JobKind = Literal["rayjob", "raycluster", "raycronjob"]
+# KubeRay v1.7.0 ray-operator/controllers/ray/utils/constant.go: a RayCluster's name ≤ 53 (its pods' names
+# must stay DNS labels), a RayJob's ≤ 53 - 6 (its RayCluster is `<name>-<5 chars>`), a RayCronJob's ≤ 47 - 11
+# (its RayJobs are `<name>-<minutes since the epoch>`); checked by utils/validation.go
+# `ValidateRayClusterMetadata`, `ValidateRayJobMetadata`, `ValidateRayCronJobSpec`.
+MAX_NAME = {"raycluster": 53, "rayjob": 47, "raycronjob": 36}
+KIND_OBJECT = {"rayjob": "RayJob", "raycluster": "RayCluster", "raycronjob": "RayCronJob"}
+
+
 class Job(SpecModel):
     """The verl GRPO run."""
 
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=47)]
-    """Job name: RayJob name and sbatch --job-name (≤ 47 characters)."""
+    kind: JobKind = Field(
+        default="rayjob",
+        description="Kubernetes: `rayjob` (run verl once, then free the GPUs), `raycluster` (a gang-admitted Ray "
+        "cluster with a bounded lifetime, jobs sent with `grpo-infra submit`) or `raycronjob` (a RayJob on "
+        "`kubernetes.rayCronJob.schedule`). Slurm: `rayjob` only.",
+    )
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+    """Job name: the Ray object's name and sbatch --job-name (RayJob ≤ 47, RayCluster ≤ 53, RayCronJob ≤ 36)."""
     tenant: str
     """The tenant whose queue and quota the job uses."""
     pool: str
@@ -288,6 +306,18 @@ class Job(SpecModel):
     """Environment variables taken from Pulumi secrets of this stack."""
     preflight: Preflight = Field(default_factory=Preflight)
     debug: Debug = Field(default_factory=Debug)
+
+    @field_validator("name")
+    @classmethod
+    def _name_fits_kind(cls, name: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind", "rayjob")
+        limit = MAX_NAME[kind]
+        if len(name) > limit:
+            raise ValueError(
+                f"string should have at most {limit} characters for a {KIND_OBJECT[kind]} "
+                f"(KubeRay v1.7.0 refuses longer), got {len(name)}"
+            )
+        return name
 
     @field_validator("overrides")
     @classmethod

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
@@ -262,6 +264,129 @@ class RayJobSettings(SpecModel):
         return self
 
 
+# A bound a stack states on purpose: `maxExecutionHours: forever` (Kueue then never deactivates the cluster).
+FOREVER = "forever"
+# Kueue's maximum execution time counts whole seconds, > 0 (Kueue v0.19.2 pkg/controller/jobframework/validation.go
+# `validateCreateForMaxExecTime`).
+DEFAULT_CLUSTER_HOURS = 24
+
+
+class RayClusterSettings(SpecModel):
+    """`job.kind: raycluster`: how long the admitted cluster may hold its GPUs.
+
+    Kueue deactivates the cluster's workload once it has been admitted this long (label
+    `kueue.x-k8s.io/max-exec-time-seconds`, Kueue v0.19.2 pkg/controller/constants/constants.go and
+    pkg/controller/core/workload_controller.go `reconcileMaxExecutionTime`): the RayCluster is suspended, its
+    pods are deleted and the quota is free. An idle cluster never holds GPUs over a weekend by default.
+    """
+
+    max_execution_hours: Annotated[float, Field(gt=0, le=24 * 366)] | Literal["forever"] = Field(
+        default=DEFAULT_CLUSTER_HOURS,
+        description="Hours the admitted cluster may run before Kueue deactivates it (24 by default); "
+        "`forever` only when said so.",
+    )
+
+    def max_execution_seconds(self) -> int | None:
+        """The Kueue label's value; None for `forever`."""
+        if self.max_execution_hours == FOREVER:
+            return None
+        return max(1, round(float(self.max_execution_hours) * 3600))
+
+
+# `@every <duration>` or the five-field form robfig/cron's ParseStandard accepts (KubeRay v1.7.0
+# controllers/ray/utils/validation.go `ValidateRayCronJobSpec`): minute hour day-of-month month day-of-week.
+CRON_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_EVERY = re.compile(r"^@every ([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+
+
+def _cron_value(text: str, index: int) -> int | None:
+    """A number or (months, days) a name of field `index`; None when it is neither."""
+    names = _MONTHS if index == 3 else _DAYS if index == 4 else ()
+    if text.lower() in names:
+        return names.index(text.lower()) + (1 if index == 3 else 0)
+    return int(text) if text.isdigit() else None
+
+
+def _cron_field_problem(value: str, index: int) -> str | None:
+    low, high = _CRON_RANGES[index]
+    for part in value.split(","):
+        base, _, step = part.partition("/")
+        if step and (not step.isdigit() or int(step) == 0):
+            return f"{part!r}: the step must be a positive number"
+        if base in ("*", "?"):
+            continue
+        for bound in base.split("-", 1):
+            number = _cron_value(bound, index)
+            if number is None or not low <= number <= high:
+                return f"{part!r} is outside {low}-{high}"
+    return None
+
+
+def cron_problem(schedule: str) -> str | None:
+    """Why robfig/cron's standard parser would refuse `schedule`, or None (a `TZ=` prefix is refused by
+    KubeRay itself: the time zone is `timeZone`)."""
+    text = schedule.strip()
+    if "TZ" in text:
+        return "the time zone goes in `timeZone`, not in the schedule (KubeRay refuses TZ= in it)"
+    if text in CRON_DESCRIPTORS or _EVERY.match(text):
+        return None
+    fields = text.split()
+    if len(fields) != 5:
+        return (
+            f"{len(fields)} fields; a schedule has 5 (minute hour day-of-month month day-of-week) or is a @descriptor"
+        )
+    for index, value in enumerate(fields):
+        problem = _cron_field_problem(value, index)
+        if problem:
+            return f"field {index + 1}: {problem}"
+    return None
+
+
+class RayCronJobSettings(SpecModel):
+    """`job.kind: raycronjob`: when a run starts and what happens when the previous one still runs.
+
+    KubeRay's RayCronJob (v1.6+, alpha: the operator's `RayCronJob` feature gate) creates one RayJob per tick
+    and has no concurrency policy: every tick makes a new RayJob (KubeRay v1.7.0
+    controllers/ray/raycronjob_controller.go). Under Kueue that run queues behind the running one and is
+    admitted whole when the quota is free: `Allow`. `Forbid` and `Replace` are refused by `check`.
+    """
+
+    schedule: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    """Cron schedule, five fields (`0 2 * * *`) or `@daily`, `@every 6h`."""
+    time_zone: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None, description="IANA time zone of the schedule (`Europe/Paris`); the operator's own when omitted."
+    )
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
+        default="Allow",
+        description="A tick while the previous run is still running: `Allow` queues the new run in Kueue until "
+        "the quota is free (what KubeRay supports); `Forbid`/`Replace` are refused by `check`.",
+    )
+    suspend: bool = False
+    """Stop creating runs (runs already created go on)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, schedule: str) -> str:
+        problem = cron_problem(schedule)
+        if problem:
+            raise ValueError(f"schedule {schedule!r}: {problem}")
+        return schedule
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, zone: str | None) -> str | None:
+        if zone is None:
+            return zone
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timeZone {zone!r} is not an IANA time zone") from None
+        return zone
+
+
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
@@ -320,6 +445,15 @@ class Kubernetes(SpecModel):
         default_factory=_default_priority_classes, description="Kueue WorkloadPriorityClasses: name → value."
     )
     ray_job: RayJobSettings = Field(default_factory=RayJobSettings)
+    ray_cluster: RayClusterSettings = Field(default_factory=RayClusterSettings)
+    """`job.kind: raycluster`: the cluster's bounded lifetime."""
+    ray_cron_job: RayCronJobSettings | None = None
+    """`job.kind: raycronjob`: the schedule; required for that kind."""
+    monitoring_namespace: DnsLabel | None = Field(
+        default=None,
+        description="Namespace whose pods (Prometheus) may scrape the Ray pods' metrics port through the "
+        "job's NetworkPolicy; none when omitted.",
+    )
 
     @model_validator(mode="after")
     def _head_pool_fits_provider(self) -> Kubernetes:

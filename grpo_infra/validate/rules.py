@@ -27,14 +27,15 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')} {where}{meta.get('name')}"
 
 
-def rayjob_errors(job: dict[str, Any]) -> list[str]:
-    """KubeRay's and Kueue's webhook rules for one RayJob."""
+def rayjob_errors(job: dict[str, Any], max_name: int = MAX_NAME) -> list[str]:
+    """KubeRay's and Kueue's webhook rules for one RayJob (or a RayCluster seen as one, whose name may be
+    `max_name` 53 long: `grpo_infra.k8s.kinds.gang_view`)."""
     out: list[str] = []
     name = job["metadata"]["name"]
     spec = job.get("spec", {})
     cluster = spec.get("rayClusterSpec")
-    if len(name) > MAX_NAME or not _DNS_1035.match(name):
-        out.append(f"metadata.name: {name!r} must be a DNS-1035 label of at most {MAX_NAME} characters")
+    if len(name) > max_name or not _DNS_1035.match(name):
+        out.append(f"metadata.name: {name!r} must be a DNS-1035 label of at most {max_name} characters")
     if "clusterSelector" in spec:
         out.append("spec.clusterSelector: a Kueue-managed RayJob brings its own cluster (rayClusterSpec)")
     if cluster is None:

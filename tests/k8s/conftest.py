@@ -14,10 +14,11 @@ def env_of(stack: str) -> Environment:
     return load_stack(stack, ROOT).environment
 
 
-def variant(stack: str, change: Any) -> Environment:
-    """The stack's environment with `change(raw_dict)` applied, validated again."""
+def variant(stack: str, *changes: Any) -> Environment:
+    """The stack's environment with each `change(raw_dict)` applied, validated again."""
     raw = env_of(stack).model_dump(by_alias=True, exclude_none=True)
-    change(raw)
+    for change in changes:
+        change(raw)
     return Environment.model_validate(raw)
 
 

@@ -26,6 +26,7 @@ from grpo_infra.k8s.gate import (
     gate_config_map,
     gate_files,
 )
+from grpo_infra.k8s.rayjob import world_size_guard
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.pulumi_graph import Graph, record
 from grpo_infra.spec import Environment
@@ -128,7 +129,8 @@ def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) 
     gate, _, training = _script(env).partition(" && ")
     assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *GATE_ARGV[stack].split()]
     assert shlex.split(gate)[0] == "PYTHONPATH=/opt/grpo-infra${PYTHONPATH:+:$PYTHONPATH}"
-    assert training == verl.shell_command(env)
+    world = world_size_guard(env)
+    assert training == (f"{world} && " if world else "") + verl.shell_command(env)
 
 
 def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
@@ -136,7 +138,9 @@ def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
     rendered = objects(env)
     assert by_kind(rendered, "ConfigMap") == []
     job = by_kind(rendered, "RayJob")[0]
-    assert job["spec"]["entrypoint"] == verl.shell_command(env)
+    assert job["spec"]["entrypoint"] == shlex.join(
+        ["sh", "-c", f"{world_size_guard(env)} && {verl.shell_command(env)}"]
+    )
     for pod in [_head(job), *_workers(job)]:
         assert GATE_VOLUME not in {v["name"] for v in pod["volumes"]}
         assert GATE_VOLUME not in {m["name"] for m in pod["containers"][0]["volumeMounts"]}

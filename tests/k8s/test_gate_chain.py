@@ -27,6 +27,7 @@ import pytest
 
 from grpo_infra.k8s import ray_job
 from grpo_infra.k8s.gate import GATE_MOUNT
+from grpo_infra.k8s.rayjob import WORLD_SIZE_FILE
 from grpo_infra.preflight.gate import MODULE
 from tests.conftest import unavailable
 
@@ -149,9 +150,18 @@ def _experiment(raw: dict[str, Any]) -> None:
     raw["job"]["experiment"] = "it's a run"  # a space and a quote: re-quoted by Ray, run by a shell
 
 
+def _checkpoints_in(where: Path) -> Any:
+    """The job's checkpoint directory moved to `where` (the pods' mount does not exist on this machine)."""
+
+    def change(raw: dict[str, Any]) -> None:
+        raw["job"]["checkpoint"]["dir"] = str(where)
+
+    return change
+
+
 @pytest.mark.parametrize("gate_exit", [0, 1])
-def test_the_verdict_stops_the_job_before_training(head: Head, gate_exit: int) -> None:
-    env = variant("eks-prod", _experiment)
+def test_the_verdict_stops_the_job_before_training(head: Head, gate_exit: int, tmp_path: Path) -> None:
+    env = variant("eks-prod", _experiment, _checkpoints_in(tmp_path / "ckpt"))
     code, calls = _submit(head, ray_job(env)["spec"]["entrypoint"], gate_exit)
     assert {c["where"] for c in calls} == {"head"}, "gate and verl run on the head, not in the submitter pod"
     gate = calls[0]
@@ -172,11 +182,32 @@ def test_the_verdict_stops_the_job_before_training(head: Head, gate_exit: int) -
         assert verl_call["pythonpath"] == HEAD_PYTHONPATH, "only the gate sees the shipped code"
 
 
-def test_gate_off_chain_runs_verl_alone(head: Head) -> None:
+def test_gate_off_chain_runs_verl_alone(head: Head, tmp_path: Path) -> None:
     def gate_off(raw: dict[str, Any]) -> None:
         raw["job"].setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
 
-    env = variant("eks-prod", gate_off)
+    env = variant("eks-prod", gate_off, _checkpoints_in(tmp_path / "ckpt"))
     code, calls = _submit(head, ray_job(env)["spec"]["entrypoint"], gate_exit=1)
     assert code == 0
     assert [(c["argv"][:2], c["where"]) for c in calls] == [(["-m", "verl.trainer.main_ppo"], "head")]
+
+
+def test_a_retry_with_another_world_size_is_refused_before_verl(head: Head, tmp_path: Path) -> None:
+    """verl cannot resume checkpoints of another world size (verl#2265): an attempt of another gang size on
+    the job's checkpoint directory stops with one line, and verl never starts."""
+    where = _checkpoints_in(tmp_path / "ckpt")
+    first = variant("eks-prod", where)
+    code, calls = _submit(head, ray_job(first)["spec"]["entrypoint"], gate_exit=0)
+    assert code == 0 and [c["argv"][:2] for c in calls][-1] == ["-m", "verl.trainer.main_ppo"]
+    assert (tmp_path / "ckpt" / WORLD_SIZE_FILE).read_text().strip() == "4x8"
+
+    def fewer_nodes(raw: dict[str, Any]) -> None:
+        raw["job"]["nodes"] = 2
+
+    smaller = variant("eks-prod", where, fewer_nodes)
+    code, calls = _submit(head, ray_job(smaller)["spec"]["entrypoint"], gate_exit=0)
+    assert code != 0, "an attempt on fewer nodes must fail"
+    assert all(c["argv"][:2] != ["-m", "verl.trainer.main_ppo"] for c in calls), "verl must not start"
+    again = variant("eks-prod", where)
+    code, calls = _submit(head, ray_job(again)["spec"]["entrypoint"], gate_exit=0)
+    assert code == 0, "the same gang size resumes"

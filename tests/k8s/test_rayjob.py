@@ -22,7 +22,7 @@ def verl_argv(entrypoint: str) -> list[str]:
     """verl's argv inside the entrypoint: the part after the gate's `&&`, or the whole line without a gate."""
     argv = shlex.split(entrypoint)
     if argv[:2] == ["sh", "-c"]:
-        return shlex.split(argv[2].split(" && ", 1)[1])
+        return shlex.split(argv[2].rsplit(" && ", 1)[-1])
     return argv
 
 

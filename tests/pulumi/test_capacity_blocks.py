@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from grpo_infra.check import violations
 from grpo_infra.deadline import EXPIRATION_VARIABLE
+from grpo_infra.k8s.kinds import workload
 from grpo_infra.nodepools import launch_template_args, node_group_args
 from grpo_infra.nodepools.capacity_blocks import checkpoint_deadline_env, scheduled_actions
 from grpo_infra.spec import Environment, load_stack
@@ -108,3 +109,18 @@ def test_a_block_window_ec2_cannot_honour_is_bad_input(block, message: str) -> N
 
     with pytest.raises(ValidationError, match=message):
         changed(edit)
+
+
+def test_every_ray_container_on_a_capacity_block_knows_when_to_save_its_last_checkpoint():
+    """verl's trainer (head or worker) reads the block's end from its environment; the RayJob's pods
+    carry it, off a block they do not."""
+
+    def containers(env):
+        cluster = workload(env)["spec"]["rayClusterSpec"]
+        groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+        return [c for g in groups for c in g["template"]["spec"]["containers"]]
+
+    for container in containers(eks_prod()):
+        assert {"name": EXPIRATION_VARIABLE, "value": str(1797849000 - 300)} in container["env"], container["name"]
+    off_block = load_stack("gke-dev", ROOT).environment
+    assert all(EXPIRATION_VARIABLE not in str(c.get("env")) for c in containers(off_block))

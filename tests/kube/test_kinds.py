@@ -1,0 +1,187 @@
+"""`job.kind` on the local cluster (real API server, Kueue v0.19.2, KubeRay v1.6.2; KWOK's fake nodes, which
+run no container — so Ray itself does not run here, see tests/k8s/test_submit.py for the Jobs API side): a
+RayCluster admitted whole and its pods on the pool's nodes, its lifetime ending the workload and freeing the
+quota; a RayCronJob's first run created on schedule and admitted whole; `pulumi preview --diff` between kinds."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_infra import engine
+from grpo_infra import k8s as render
+from grpo_infra.k8s.queues import cluster_queue_name
+from grpo_infra.kube import cluster
+from grpo_infra.kube.plan import PULUMI_TOOLS, Paths
+from grpo_infra.spec import Environment, load_stack
+from grpo_infra.submit import refusal
+
+from .conftest import ROOT, get, local_k8s, require_binaries, token_secret, wait_until, with_changes
+from .test_cluster import apply_stack, delete_stack, pods
+
+pytestmark = pytest.mark.cluster
+
+
+def kind_of(kind: str, **settings: Any) -> Any:
+    def change(data: dict[str, Any]) -> None:
+        data["job"]["kind"] = kind
+        if kind == "raycluster" and settings:
+            data["kubernetes"]["rayCluster"] = settings
+        if kind == "raycronjob":
+            data["kubernetes"]["rayCronJob"] = settings
+            data["job"]["checkpoint"]["resume"] = "disable"
+
+    return change
+
+
+def objects_with_token(env: Environment) -> list[dict[str, Any]]:
+    """What `pulumi up` creates, the token Secret before the Ray object (which waits for it)."""
+    objects = render.objects(env)
+    at = next(i for i, o in enumerate(objects) if o["kind"] in ("RayJob", "RayCluster", "RayCronJob"))
+    return [*objects[:at], token_secret(env), *objects[at:]]
+
+
+def usage(paths: Paths, env: Environment) -> dict[str, str]:
+    """The tenant ClusterQueue's used quota per resource (its status as Kueue writes it)."""
+    queue = get(paths, "clusterqueue", cluster_queue_name(env.tenant(env.job.tenant)))
+    out: dict[str, str] = {}
+    for flavor in queue.get("status", {}).get("flavorsUsage", []):
+        for resource in flavor.get("resources", []):
+            if resource.get("total") not in (None, "0"):
+                out[f"{flavor['name']}/{resource['name']}"] = resource["total"]
+    return out
+
+
+def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: Paths) -> None:
+    lifetime = 45
+    env = with_changes(local_k8s(), kind_of("raycluster", maxExecutionHours=lifetime / 3600))
+    objects = objects_with_token(env)
+    apply_stack(kube, objects)
+    ns, name = env.job.tenant, env.job.name
+    try:
+        rc = wait_until(
+            lambda: (c := get(kube, "raycluster", name, "-n", ns)).get("status", {}).get("state") == "ready" and c,
+            120,
+            "RayCluster admitted and ready",
+        )
+        admitted_at = time.monotonic()
+        [workload] = get(kube, "workloads", "-n", ns)["items"]
+        assert workload["spec"]["maximumExecutionTimeSeconds"] == lifetime
+        assert workload["status"]["admission"]["clusterQueue"] == cluster_queue_name(env.tenant(ns))
+        podsets = {p["name"]: p["count"] for p in workload["spec"]["podSets"]}
+        assert podsets == {"head": 1, env.gang.pool.name: env.gang.nodes}, "the whole gang, no submitter"
+        workers = [p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+        assert len(workers) == env.gang.nodes
+        assert all(p["spec"]["nodeName"].startswith("local-gpu-") for p in workers)
+        assert len({p["spec"]["nodeName"] for p in workers}) == env.gang.nodes, "one node each"
+        assert usage(kube, env), "the gang holds quota while it runs"
+        head = next(p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type") == "head")
+        # `submit` reads these same objects; KWOK reports every container Ready (the gate never ran here).
+        assert refusal(env, rc, head) is None
+
+        wait_until(
+            lambda: get(kube, "workloads", "-n", ns)["items"][0]["spec"].get("active") is False,
+            lifetime + 90,
+            "deactivated at its maximum execution time",
+        )
+        ended = time.monotonic() - admitted_at
+        wait_until(lambda: get(kube, "raycluster", name, "-n", ns)["spec"].get("suspend") is True, 60, "suspended")
+        wait_until(
+            lambda: not [p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type")], 90, "pods gone"
+        )
+        wait_until(lambda: usage(kube, env) == {}, 60, "quota freed")
+        print(f"raycluster lifetime {lifetime}s: deactivated {ended:.0f}s after Ready")
+        reason = refusal(env, get(kube, "raycluster", name, "-n", ns), None)
+        assert reason is not None and "not admitted" in reason
+    finally:
+        delete_stack(kube, objects)
+
+
+def test_a_raycronjobs_first_run_is_created_on_schedule_and_admitted_whole(kube: Paths) -> None:
+    env = with_changes(local_k8s(), kind_of("raycronjob", schedule="* * * * *"))
+    objects = objects_with_token(env)
+    ns = env.job.tenant
+    apply_stack(kube, objects)
+    try:
+        run = wait_until(
+            lambda: next(
+                iter(get(kube, "rayjobs", "-n", ns, "-l", f"ray.io/cronjob-name={env.job.name}")["items"]), None
+            ),
+            150,
+            "the first run on schedule",
+        )
+        assert run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default", "Kueue's default LocalQueue"
+        workload = wait_until(
+            lambda: next(
+                (
+                    w
+                    for w in get(kube, "workloads", "-n", ns)["items"]
+                    if w["status"].get("admission") and run["metadata"]["name"] in w["metadata"]["name"]
+                ),
+                None,
+            ),
+            90,
+            "the run admitted",
+        )
+        assert workload["status"]["admission"]["clusterQueue"] == cluster_queue_name(env.tenant(ns))
+        podsets = {p["name"]: p["count"] for p in workload["spec"]["podSets"]}
+        assert podsets == {"head": 1, env.gang.pool.name: env.gang.nodes, "submitter": 1}, "the whole gang"
+    finally:
+        cluster.kubectl(
+            kube,
+            "patch",
+            "raycronjob",
+            env.job.name,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":true}}',
+            check=False,
+        )
+        delete_stack(kube, objects)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    require_binaries(PULUMI_TOOLS)
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "local-test-passphrase")
+    return tmp_path
+
+
+def test_preview_between_kinds_replaces_the_ray_object_and_nothing_else(kube: Paths, project: Path) -> None:
+    settings = cluster.engine_settings("local-k8s")
+    stack = engine.select("local-k8s", project, settings)
+    engine.up(stack)
+    try:
+        path = project / "stacks" / "Pulumi.local-k8s.yaml"
+        path.write_text(
+            path.read_text().replace(
+                "      name: grpo-qwen25-05b\n", "      name: grpo-qwen25-05b\n      kind: raycluster\n", 1
+            )
+        )
+        assert load_stack("local-k8s", project).environment.job.kind == "raycluster"
+        lines: list[str] = []
+        result = engine.preview(engine.select("local-k8s", project, settings), on_output=lines.append)
+        text = "\n".join(lines)
+        print(text)
+        assert re.search(r"\+ kubernetes:ray\.io/v1:RayCluster: \(create\)", text), text
+        assert re.search(r"- kubernetes:ray\.io/v1:RayJob: \(delete\)", text), text
+        # The budget counts one pod fewer (no submitter); nothing else of the stack changes.
+        assert re.search(r"~ kubernetes:policy/v1:PodDisruptionBudget: \(update\)", text), text
+        updated = re.findall(r"~ (\S+): \(update\)", text)
+        assert set(updated) <= {"kubernetes:policy/v1:PodDisruptionBudget", "pulumi:pulumi:Stack"}, updated
+        assert result.change_summary.get("create") == 1 and result.change_summary.get("delete") == 1, (
+            result.change_summary
+        )
+        assert "replace" not in result.change_summary, result.change_summary
+    finally:
+        engine.destroy(engine.select("local-k8s", project, settings))
