@@ -11,7 +11,6 @@ from ..preflight.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_FRACTION,
     DEFAULT_ITERATIONS,
-    DEFAULT_SIZE_MIB,
     DEFAULT_TIMEOUT_S,
 )
 from .base import EnvName, PositiveInt, SpecModel
@@ -217,8 +216,10 @@ class NcclGate(SpecModel):
         default=DEFAULT_BACKEND,
         description="nccl on GPUs; gloo on CPU tensors, one rank per node, for nodes without CUDA (the local sandbox).",
     )
-    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(
-        default=DEFAULT_SIZE_MIB, description="All-reduce message size, MiB."
+    size_mib: Annotated[int, Field(ge=1, le=16384)] | None = Field(
+        default=None,
+        description="All-reduce message size, MiB; when omitted, the size calibrated for the pool's fabric "
+        "(on its bandwidth plateau: 1024 for infiniband/roce, 8192 for efa; docs/nccl-preflight.md).",
     )
     iterations: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=DEFAULT_ITERATIONS, description="Timed all-reduces."
