@@ -96,7 +96,10 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         group_name = self.node_group.resources.apply(_autoscaling_group_name)
         self.schedules = [
             aws.autoscaling.Schedule(
-                action["scheduled_action_name"], opts=child, autoscaling_group_name=group_name, **action
+                action["scheduled_action_name"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_group]),
+                autoscaling_group_name=group_name,
+                **action,
             )
             for action in args.schedule
         ]

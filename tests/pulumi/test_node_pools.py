@@ -211,4 +211,5 @@ def test_capacity_block_schedules_are_registered_on_the_node_groups_autoscaling_
     for name, schedule in schedules.items():
         assert schedule.inputs["startTime"] == expected[name]["start_time"]
         assert schedule.inputs["desiredCapacity"] == expected[name]["desired_capacity"]
-        assert group.urn in schedule.dependencies  # the group's own Auto Scaling group
+        # On the group's own Auto Scaling group (its name is the node group's output, known once it exists).
+        assert group.urn in schedule.dependencies

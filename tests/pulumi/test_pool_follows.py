@@ -91,7 +91,10 @@ def test_a_smaller_eks_pool_shrinks_node_group_gang_and_quota(variant) -> None:
 
     graph = record("eks-prod", root)
     scaling = graph.named(NODE_GROUP, "h100-efa").inputs["scalingConfig"]
-    assert scaling == {"desiredSize": 2, "minSize": 2, "maxSize": 2}
+    # eks-prod runs on a Capacity Block: 2 nodes inside its window, 0 outside, scheduled actions move it.
+    assert scaling["maxSize"] == 2 and scaling["desiredSize"] in (0, 2)
+    actions = [r.inputs for r in graph.resources if r.type == "aws:autoscaling/schedule:Schedule"]
+    assert all(a["maxSize"] == 2 and a["desiredCapacity"] in (0, 2) for a in actions)
 
 
 def test_a_pool_smaller_than_the_quotas_is_refused(variant) -> None:
