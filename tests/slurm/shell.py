@@ -7,7 +7,7 @@ import re
 
 def function(script: str, name: str) -> str:
     """The text of one shell function of `script`: a one-line `name() { ...; }` or `name() {` to its closing `}`."""
-    match = re.search(rf"^{name}\(\) \{{( .*\}}$|\n.*?^\}}$)", script, re.M | re.S)
+    match = re.search(rf"^{name}\(\) \{{( [^\n]*\}}$|\n.*?^\}}$)", script, re.M | re.S)
     assert match, f"no function {name} in the script"
     return match.group(0) + "\n"
 
