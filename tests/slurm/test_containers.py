@@ -128,7 +128,9 @@ def test_verl_is_told_when_to_take_its_last_checkpoint(tmp_path: Path) -> None:
     squeue.write_text("#!/bin/bash\necho 2026-11-30T21:00:00\n")
     squeue.chmod(0o755)
     block = _checkpoint_block(_script(stack("onprem-slurm")))
-    program = "log() { :; }\n" + block + 'set_checkpoint_deadline\necho "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"\n'
+    program = (
+        "log() { :; }\n" + block + 'set_checkpoint_deadline\necho "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"\n'
+    )
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "TZ": "UTC"}
     proc = subprocess.run(["bash", "-c", program], env=env, capture_output=True, text=True)
     end = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC).timestamp()
@@ -141,7 +143,11 @@ def test_no_end_time_means_no_early_checkpoint(tmp_path: Path) -> None:
     squeue.write_text("#!/bin/bash\necho N/A\n")
     squeue.chmod(0o755)
     block = _checkpoint_block(_script(stack("onprem-slurm")))
-    program = 'log() { echo "$*"; }\n' + block + 'set_checkpoint_deadline 2>&1\necho "[${MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP:-}]"\n'
+    program = (
+        'log() { echo "$*"; }\n'
+        + block
+        + 'set_checkpoint_deadline 2>&1\necho "[${MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP:-}]"\n'
+    )
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
     env.pop("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", None)
     proc = subprocess.run(["bash", "-c", program], env=env, capture_output=True, text=True)

@@ -15,6 +15,7 @@ from grpo_infra.slurmgen import render_files
 from tests.slurm.shell import functions
 from tests.slurm.variants import SLURM_STACKS, stack, variant
 
+
 def _shell_ports(script: str, job_ids: list[int]) -> dict[int, RayPorts]:
     """Run the rendered port snippet with bash for every job id; read back every variable."""
     names = [f.name for f in fields(RayPorts)]
