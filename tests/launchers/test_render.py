@@ -107,8 +107,8 @@ def test_ray_launcher_files_and_runtime_env() -> None:
         "py_modules": ["gate/grpo_infra"],
         "env_vars": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"},
     }
-    # Port block of run R: 20000 + (R mod 39) * 256 (range 20000-29999, 256 ports a block).
-    assert "ray_port_base=$(( 20000 + ($1 % 39) * 256 ))" in files["ray/head.sh"]
+    # Port block of run R: 30000 + (R mod 10) * 256 (range 30000-32767, 256 ports a block).
+    assert "ray_port_base=$(( 30000 + ($1 % 10) * 256 ))" in files["ray/head.sh"]
 
 
 def _debug_lines(files: dict[str, str]) -> dict[str, str]:
