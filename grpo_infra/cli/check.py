@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated
 
 import typer
