@@ -19,8 +19,9 @@ from pulumi_kubernetes import _utilities as k8s_utilities
 from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
 from grpo_infra.k8s.gate import gate_config_map
+from grpo_infra.k8s.labels import ray_token_secret_name
 from grpo_infra.k8s.operators import kuberay_release, kueue_release, uses_kueue
-from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command, ray_token_secret_name
+from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
 from grpo_infra.spec import PROJECT, Environment
 
 PREFIX = "grpo-infra:k8s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -9,7 +10,10 @@ from pulumi.runtime.config import get_config, is_config_secret
 
 from grpo_infra.check import violations
 from grpo_infra.spec import ENVIRONMENT_KEY, PROJECT, Environment, SpecError, environment_from_config
-from grpo_infra.spec.load import stack_source
+from grpo_infra.spec.load import stack_source, with_lock
+
+# The Pulumi project: Pulumi runs this program from the directory that holds Pulumi.yaml.
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
 def read_environment() -> Environment:
@@ -39,7 +43,8 @@ def read_environment() -> Environment:
                 if is_config_secret(key):
                     secret_keys.add(key)
     try:
-        env = environment_from_config(config, secret_keys, source)
+        # The image lock is a file beside the stack file (stacks/locks/<stack>.txt), read as the CLI reads it.
+        env = with_lock(environment_from_config(config, secret_keys, source), PROJECT_DIR, stack, source)
     except SpecError as exc:
         raise pulumi.RunError(exc.render()) from None
     found = violations(env)

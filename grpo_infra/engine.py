@@ -14,10 +14,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pulumi import automation as auto
+
+# Pulumi's Automation API is imported where the engine runs, not with this module: the CLI (and with it
+# the fabric gate, `python3 -m grpo_infra.cli nccl verdict`) must import in the job's image, which holds
+# this project without its dependencies (docs/images.md).
+if TYPE_CHECKING:
+    from pulumi import automation as auto
 
 from .spec import PROJECT
 from .spec.load import stack_path
@@ -82,6 +87,8 @@ def _program() -> None:
 
 def select(stack: str, root: Path, settings: Settings) -> auto.Stack:
     """The stack in a work dir of its own (the project's stack files are never written to)."""
+    from pulumi import automation as auto
+
     settings.work_dir.mkdir(parents=True, exist_ok=True)
     settings.pulumi_home.mkdir(parents=True, exist_ok=True)
     if settings.backend_url.startswith("file://"):
@@ -121,6 +128,8 @@ Output = Callable[[str], None]
 
 
 def preview(stack: auto.Stack, on_output: Output | None = None) -> auto.PreviewResult:
+    from pulumi import automation as auto
+
     try:
         return stack.preview(diff=True, on_output=on_output, color="never")
     except auto.CommandError as exc:
@@ -128,6 +137,8 @@ def preview(stack: auto.Stack, on_output: Output | None = None) -> auto.PreviewR
 
 
 def up(stack: auto.Stack, on_output: Output | None = None) -> auto.UpResult:
+    from pulumi import automation as auto
+
     try:
         return stack.up(on_output=on_output, color="never")
     except auto.CommandError as exc:
@@ -135,6 +146,8 @@ def up(stack: auto.Stack, on_output: Output | None = None) -> auto.UpResult:
 
 
 def destroy(stack: auto.Stack, on_output: Output | None = None) -> auto.DestroyResult:
+    from pulumi import automation as auto
+
     try:
         return stack.destroy(on_output=on_output, color="never")
     except auto.CommandError as exc:

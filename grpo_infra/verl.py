@@ -14,6 +14,7 @@ import shlex
 
 from .image import rollout_engine
 from .spec import Environment
+from .spec.image import VERL_DEFAULT_ATTENTION
 from .spec.job import OverrideValue
 
 ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
@@ -60,8 +61,22 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("trainer.save_freq", job.checkpoint.save_freq),
         ("trainer.resume_mode", job.checkpoint.resume),
     ]
+    pairs += attention_override(env)
     pairs += sorted(job.overrides.items())
     return pairs
+
+
+# verl 0.9.1 reads the attention implementation from the model's override_config, default
+# flash_attention_2 (verl/workers/config/model.py: `self.override_config.get("attn_implementation",
+# "flash_attention_2")`); its trainer config has `actor_rollout_ref.model.override_config: {}`, so the
+# key is added with Hydra's `+` (a plain override of a key the struct lacks is refused).
+ATTENTION_KEY = "+actor_rollout_ref.model.override_config.attn_implementation"
+
+
+def attention_override(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """The attention implementation, passed only when it is not verl's default."""
+    attention = env.image.contents.attention
+    return [] if attention == VERL_DEFAULT_ATTENTION else [(ATTENTION_KEY, attention)]
 
 
 def hydra_value(value: OverrideValue) -> str:

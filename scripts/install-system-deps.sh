@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # System packages the local Slurm sandbox needs: Debian's Slurm daemons and client, munge, iproute2
 # (ip netns, bridges, veths) and util-linux (nsenter, unshare); slurmdbd and MariaDB for the live test
-# of the rendered tenant quotas. Idempotent: returns at once when all
+# of the rendered tenant quotas; debootstrap, umoci, skopeo and runc for the local cluster's images
+# (`grpo-infra image build`, the operator images, and running an archive as a node would). Idempotent: returns at once when all
 # of them are installed; otherwise one `apt-get update` and one `apt-get install`.
 set -euo pipefail
 
-packages=(slurmctld slurmd slurm-client munge iproute2 util-linux procps slurmdbd mariadb-server)
+packages=(slurmctld slurmd slurm-client munge iproute2 util-linux procps slurmdbd mariadb-server
+  debootstrap umoci skopeo runc)
 
 missing=()
 for pkg in "${packages[@]}"; do

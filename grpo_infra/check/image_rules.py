@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import verl
 from ..image import gate_tools, host_provided, rollout_engine, verl_config_keys, verl_release
+from ..image.lock import stale
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.image import release
 from ..spec.kubernetes import TOKEN_AUTH_MIN_RAY
@@ -33,7 +34,51 @@ def image_violations(env: Environment) -> list[Violation]:
         *_gate_tools(env),
         *_pyxis_digest(env),
         *_overrides(env),
+        *_lock(env),
+        *_attention(env),
     ]
+
+
+def _lock(env: Environment) -> list[Violation]:
+    # The build installs the committed lock (`pip install --require-hashes --no-deps`): without one there is
+    # nothing to install, and a lock resolved from other inputs would build another image than declared.
+    build = env.image.build
+    if build is None:
+        return []
+    if build.lock is None:
+        return [
+            Violation(
+                "image-lock-missing",
+                f"{IMAGE}.build",
+                "the image is built but has no lock at stacks/locks/<stack>.txt: run `grpo-infra image lock <stack>`",
+            )
+        ]
+    problem = stale(env.image, build.lock)
+    if problem is None:
+        return []
+    return [
+        Violation(
+            "image-lock-stale",
+            f"{CONTENTS}",
+            f"stacks/locks/<stack>.txt {problem}: run `grpo-infra image lock <stack>` and commit the lock",
+        )
+    ]
+
+
+def _attention(env: Environment) -> list[Violation]:
+    # flash-attn is CUDA kernels only (its setup.py builds nvcc extensions; transformers refuses
+    # flash_attention_2 without a CUDA device): an image without CUDA cannot hold or use it.
+    contents = env.image.contents
+    if contents.attention == "flash_attention_2" and contents.cuda is None:
+        return [
+            Violation(
+                "image-attention-cuda",
+                f"{CONTENTS}.attention",
+                "attention flash_attention_2 (verl's default) needs flash-attn, which needs CUDA; the image declares "
+                "none: set attention: sdpa",
+            )
+        ]
+    return []
 
 
 def _pyxis_digest(env: Environment) -> list[Violation]:

@@ -8,6 +8,7 @@ from .check import check
 from .diff import diff
 from .engine import COMMANDS as ENGINE_COMMANDS
 from .graph import graph
+from .image import app as image_app
 from .kube import app as kube_app
 from .nccl import app as nccl_app
 from .sandbox import app as sandbox_app
@@ -27,6 +28,7 @@ app.command()(diff)
 app.command()(check)
 app.command()(graph)
 app.add_typer(nccl_app, name="nccl", help="Read nccl-tests output and NCCL logs; judge the fabric.")
+app.add_typer(image_app, name="image")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(kube_app, name="kube")
 for command in ENGINE_COMMANDS:

@@ -78,6 +78,18 @@ def guard_args(env: Environment, *, all_reduce_perf: str | None = None, grpo_inf
         args += ["--cuda", contents.cuda]
     if contents.efa:
         args.append("--efa")
+    if contents.attention is not None:
+        args += ["--attention", contents.attention]
+    fabric = env.gang.pool.fabric
+    if fabric.kind in ("infiniband", "roce"):
+        args.append("--rdma")
+        if fabric.hcas:
+            args += ["--hcas", ",".join(fabric.hcas)]
+    from .driver import min_driver
+
+    needed = min_driver(contents.cuda)
+    if needed is not None:
+        args += ["--min-driver", needed]
     if all_reduce_perf is not None:
         args += ["--nccl-tests", all_reduce_perf]
     if grpo_infra:

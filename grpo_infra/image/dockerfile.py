@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..spec import Environment
 from ..spec.image import Image
 from . import guard_args
-from .verl_releases import RELEASES
+from .lock import ATTENTION_PACKAGE, split
 
 FOLDER = "image"
 EFA_INSTALLER_VERSION = "1.40.0"
@@ -38,6 +38,18 @@ APT_PIN_NOTE = (
     "# hadolint ignore=DL3008"
 )
 GUARD_FILE = "image_guard.py"
+LOCK_FILE = "requirements.lock"
+SOURCE_LOCK_FILE = "source-build.lock"
+# rdma-core's userspace, each named: `libibverbs1` only Recommends `ibverbs-providers` (the mlx5 provider
+# NCCL's IB transport loads through libibverbs; Ubuntu noble's libibverbs1 control file), and
+# --no-install-recommends would drop it. NCCL dlopens libibverbs.so at start and falls back to sockets
+# when it cannot (NVIDIA/nccl src/misc/ibvsymbols.cc, src/transport/net_ib.cc).
+RDMA_PACKAGES = ("rdma-core", "libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils")
+# flash-attn's setup.py: FLASH_ATTENTION_FORCE_BUILD skips downloading a prebuilt wheel from GitHub,
+# FLASH_ATTN_CUDA_ARCHS (default 80;90;100;120) narrows the kernels to the pools' GPUs (H100: sm_90),
+# MAX_JOBS bounds nvcc's parallel jobs (flash-attn 2.8.3 setup.py:61, 70, 509-521).
+FLASH_ATTN_CUDA_ARCHS = "90"
+FLASH_ATTN_MAX_JOBS = "8"
 
 
 def wheel_name() -> str:
@@ -47,20 +59,9 @@ def wheel_name() -> str:
     return f"grpo_infra-{version('grpo-infra')}-py3-none-any.whl"
 
 
-def requirements(image: Image) -> str:
-    """The pinned Python packages: verl with its engine extra, the engine, Ray, torch as verl pins it."""
-    contents = image.contents
-    lines = ["# Rendered by grpo-infra from the stack's image.contents; edit the stack, not this file."]
-    if contents.verl is not None:
-        extra = f"[{contents.engine.name}]" if contents.engine is not None else ""
-        lines.append(f"verl{extra}=={contents.verl}")
-    if contents.engine is not None:
-        lines.append(f"{contents.engine.name}=={contents.engine.version}")
-    lines.append(f"ray[default]=={contents.ray}")
-    release = RELEASES.get(contents.verl or "")
-    if release is not None and release.torch is not None and release.torch.startswith("=="):
-        lines.append(f"torch{release.torch}")
-    return "\n".join(lines) + "\n"
+def rdma_userspace(env: Environment) -> bool:
+    """Whether the image needs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE."""
+    return env.gang.pool.fabric.kind in ("infiniband", "roce")
 
 
 def _from(image: Image) -> str:
@@ -109,20 +110,67 @@ def _efa() -> list[str]:
     ]
 
 
-def _nccl_tests(efa: bool) -> list[str]:
-    mpi = "/opt/amazon/openmpi" if efa else "/usr/lib/x86_64-linux-gnu/openmpi"
-    mpi_packages = "" if efa else " libopenmpi-dev openmpi-bin"
+def _rdma() -> list[str]:
     return [
-        "# nccl-tests with MPI: Slurm's fabric gate runs all_reduce_perf as one rank per GPU under srun --mpi.",
-        f"ARG NCCL_TESTS_VERSION={NCCL_TESTS_VERSION}",
+        "# RDMA verbs userspace for the InfiniBand/RoCE fabric, every package named (the mlx5 provider is only",
+        "# a Recommends of libibverbs1): without it NCCL cannot open libibverbs and trains over TCP sockets.",
         APT_PIN_NOTE,
         "RUN apt-get update \\",
-        f" && apt-get install -y --no-install-recommends libnccl2 libnccl-dev{mpi_packages} \\",
-        ' && git clone --depth 1 --branch "v${NCCL_TESTS_VERSION}" https://github.com/NVIDIA/nccl-tests.git /tmp/nccl-tests \\',
-        f' && make -C /tmp/nccl-tests -j"$(nproc)" MPI=1 MPI_HOME={mpi} CUDA_HOME=/usr/local/cuda \\',
-        " && install -m 0755 /tmp/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf \\",
-        " && rm -rf /tmp/nccl-tests /var/lib/apt/lists/*",
+        f" && apt-get install -y --no-install-recommends {' '.join(RDMA_PACKAGES)} \\",
+        " && rm -rf /var/lib/apt/lists/*",
     ]
+
+
+def _nccl_tests(efa: bool, python: str) -> list[str]:
+    """nccl-tests built against the NCCL of torch's nvidia-nccl wheel: the gate measures the NCCL that trains."""
+    mpi = "/opt/amazon/openmpi" if efa else "/usr/lib/x86_64-linux-gnu/openmpi"
+    # The wheel ships lib/libnccl.so.2 and include/nccl.h but no libnccl.so for -lnccl: a link in a
+    # build-only NCCL_HOME gives the linker one; the binary's NEEDED stays libnccl.so.2, and patchelf sets
+    # its RUNPATH to the wheel's lib so the loader takes torch's NCCL before any libnccl2 of the base.
+    nccl = f"{VENV}/lib/python{python}/site-packages/nvidia/nccl"
+    # Open MPI: the EFA installer's under /opt/amazon/openmpi, else Ubuntu's.
+    packages = "patchelf" if efa else "libopenmpi-dev openmpi-bin patchelf"
+    apt = [
+        APT_PIN_NOTE,
+        "RUN apt-get update \\",
+        f" && apt-get install -y --no-install-recommends {packages} \\",
+        " && rm -rf /var/lib/apt/lists/*",
+    ]
+    return [
+        "# nccl-tests with MPI: Slurm's fabric gate runs all_reduce_perf as one rank per GPU under srun --mpi,",
+        "# linked against torch's NCCL (the nvidia-nccl wheel in the lock), not a distribution libnccl2.",
+        f"ARG NCCL_TESTS_VERSION={NCCL_TESTS_VERSION}",
+        *apt,
+        "# One layer: the sources are built and removed where they were cloned.",
+        f"RUN mkdir -p /tmp/nccl-home/lib && ln -s {nccl}/include /tmp/nccl-home/include \\",
+        f" && ln -s {nccl}/lib/libnccl.so.2 /tmp/nccl-home/lib/libnccl.so \\",
+        ' && git clone --depth 1 --branch "v${NCCL_TESTS_VERSION}" https://github.com/NVIDIA/nccl-tests.git /tmp/nccl-tests \\',
+        f' && make -C /tmp/nccl-tests -j"$(nproc)" MPI=1 MPI_HOME={mpi} CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl-home \\',
+        " && install -m 0755 /tmp/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf \\",
+        f" && patchelf --set-rpath {nccl}/lib /usr/local/bin/all_reduce_perf \\",
+        " && rm -rf /tmp/nccl-tests /tmp/nccl-home",
+    ]
+
+
+def _python_set(env: Environment) -> list[str]:
+    """The lock, installed as locked; flash-attn compiled from its hash-checked sdist against the locked torch."""
+    lines = [
+        "# Every Python package exactly as stacks/locks/<stack>.txt pins it, each file checked against its",
+        "# sha256; --no-deps: the lock is the whole set, nothing is resolved here.",
+        f"COPY {LOCK_FILE} {GRPO_DIR}/{LOCK_FILE}",
+        f"RUN pip install --no-cache-dir --require-hashes --no-deps -r {GRPO_DIR}/{LOCK_FILE}",
+    ]
+    if ATTENTION_PACKAGE.get(env.image.contents.attention) == "flash-attn":
+        lines += [
+            "# flash-attn: PyPI has only its sdist, whose setup.py imports torch, so it is built here against the",
+            "# torch installed above (--no-build-isolation), from the sdist the lock hashes, for the pools' GPUs.",
+            f"COPY {SOURCE_LOCK_FILE} {GRPO_DIR}/{SOURCE_LOCK_FILE}",
+            f"ARG FLASH_ATTN_CUDA_ARCHS={FLASH_ATTN_CUDA_ARCHS}",
+            f"ARG MAX_JOBS={FLASH_ATTN_MAX_JOBS}",
+            "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=${FLASH_ATTN_CUDA_ARCHS} MAX_JOBS=${MAX_JOBS} \\",
+            f"    pip install --no-cache-dir --require-hashes --no-deps --no-build-isolation -r {GRPO_DIR}/{SOURCE_LOCK_FILE}",
+        ]
+    return lines
 
 
 def dockerfile(env: Environment) -> str:
@@ -153,27 +201,25 @@ def dockerfile(env: Environment) -> str:
         f"RUN {python} -m venv {VENV}",
         "",
     ]
+    if rdma_userspace(env):
+        lines += [*_rdma(), ""]
     if contents.efa:
         lines += [*_efa(), ""]
+    lines += [*_python_set(env), ""]
     if contents.nccl_tests:
-        lines += [*_nccl_tests(contents.efa), ""]
-    lines += [
-        "# verl with the engine its wheel pairs with, and Ray at exactly the stack's release (requirements.txt).",
-        f"COPY requirements.txt {GRPO_DIR}/requirements.txt",
-        f"RUN pip install --no-cache-dir -r {GRPO_DIR}/requirements.txt",
-        "",
-    ]
+        lines += [*_nccl_tests(contents.efa, contents.python), ""]
     if contents.grpo_infra:
         wheel = wheel_name()
         lines += [
-            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate): a wheel built",
-            "# into this folder with `pip wheel --no-deps -w DIR/STACK/image .` (docs/images.md).",
+            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate), built by",
+            "# `synth` into this folder and installed --no-deps: its own dependencies (Pulumi, ...) stay out of",
+            "# the image; the gate's imports are all in the lock or the standard library.",
             f"COPY {wheel} {GRPO_DIR}/",
-            f"RUN pip install --no-cache-dir {GRPO_DIR}/{wheel} && rm {GRPO_DIR}/{wheel}",
+            f"RUN pip install --no-cache-dir --no-deps {GRPO_DIR}/{wheel} && rm {GRPO_DIR}/{wheel}",
             "",
         ]
     all_reduce_perf = "all_reduce_perf" if contents.nccl_tests else None
-    check = " ".join(guard_args(env, all_reduce_perf=all_reduce_perf, grpo_infra=contents.grpo_infra))
+    check = " ".join([*guard_args(env, all_reduce_perf=all_reduce_perf, grpo_infra=contents.grpo_infra), "--at-build"])
     lines += [
         "# The runtime guard, run once here: the build fails unless the image holds what the stack declares.",
         f"COPY {GUARD_FILE} {GRPO_DIR}/{GUARD_FILE}",
@@ -188,13 +234,17 @@ def dockerfile(env: Environment) -> str:
 
 
 def render_files(env: Environment) -> dict[str, str]:
-    """`image/Dockerfile`, `image/requirements.txt` and `image/image_guard.py`; nothing for a prebuilt image."""
+    """`image/Dockerfile`, the lock in its two install steps and `image/image_guard.py`; nothing for a
+    prebuilt image. Without a committed lock the lock files are absent (`check` refuses the stack)."""
     if env.image.build is None:
         return {}
     from . import guard_program
 
-    return {
-        f"{FOLDER}/Dockerfile": dockerfile(env),
-        f"{FOLDER}/requirements.txt": requirements(env.image),
-        f"{FOLDER}/{GUARD_FILE}": guard_program(),
-    }
+    files = {f"{FOLDER}/Dockerfile": dockerfile(env), f"{FOLDER}/{GUARD_FILE}": guard_program()}
+    lock = env.image.build.lock
+    if lock is not None:
+        wheels, source = split(lock)
+        files[f"{FOLDER}/{LOCK_FILE}"] = wheels
+        if ATTENTION_PACKAGE.get(env.image.contents.attention) == "flash-attn":
+            files[f"{FOLDER}/{SOURCE_LOCK_FILE}"] = source
+    return files

@@ -13,13 +13,12 @@ from typing import Any
 
 from ..spec import Environment
 from ..spec.job import SecretRef
-from .namespaces import MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
 from .operators import KUBERAY_NAMESPACE
 
 SECRET_KEY = "value"
 TENANT_ACCOUNT = "grpo-submitter"
 TENANT_ROLE = "grpo-rayjobs"
-JOB_LABEL = "grpo-infra/job"
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,6 @@ def secret_metadata(ref: SecretReference) -> dict[str, Any]:
 def readable_secrets(env: Environment, tenant: str) -> list[str]:
     """The Secrets a tenant's account may read: the Ray token of the job in its namespace, nothing else
     (W&B and HF tokens reach the pods through secretKeyRef, which needs no RBAC of the tenant's)."""
-    from .rayjob import ray_token_secret_name
-
     assert env.kubernetes is not None
     if tenant != env.job.tenant or env.kubernetes.ray_job.ray_auth != "token":
         return []

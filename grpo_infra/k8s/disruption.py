@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec import Environment
-from .access import JOB_LABEL
-from .namespaces import MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY
 
 # Karpenter (v1) will not consolidate a node running a pod with this annotation, nor drift-replace it unless
 # the NodeClaim sets a terminationGracePeriod; expiration and repair still happen

@@ -20,8 +20,7 @@ from typing import Any
 from .. import debug, verl
 from ..preflight.gate import gate_command
 from ..spec import Environment
-from .access import JOB_LABEL
-from .namespaces import MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY
 
 GATE_MOUNT = "/opt/grpo-infra"
 GATE_VOLUME = "grpo-infra-gate"

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from ..spec import Environment
-from .pod_security import ENFORCE_LABEL
+from .labels import MANAGED_BY
+from .pod_security import ENFORCE_LABEL, job_pods, loosest, pod_level
+from .rayjob import ray_job
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "grpo-infra"}
+__all__ = ["MANAGED_BY", "namespace_security_level", "tenant_namespaces"]
 
 
 def namespace_security_level(env: Environment) -> str:
     """The level enforced on every tenant namespace: the spec's, or the strictest the job's pods pass
     (every tenant runs the same kind of RayJob)."""
-    from .pod_security import job_pods, loosest, pod_level
-    from .rayjob import ray_job
-
     assert env.kubernetes is not None
     if env.kubernetes.pod_security is not None:
         return env.kubernetes.pod_security

@@ -1,43 +1,31 @@
 """Where the gang runs and what one node gives it: the pool's labels, taints and capacity.
 
-Every consumer — the ResourceFlavor, the ClusterQueue quota, the RayJob's pods — calls these, so a
-change to the pool (a taint, a size, a reserve) moves all of them together.
+Every consumer — the ResourceFlavor, the ClusterQueue quota, the Ray pods — calls these, so a change
+to the pool (a taint, a size, a reserve) moves all of them together. The labels, taints and
+tolerations themselves live one layer down, in `grpo_infra.nodepools.labels`, which the node-pool
+renderers use too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..nodepools.charts import daemonset_requests
+from ..nodepools.labels import node_selector, node_taints, tolerations
 from ..spec import Environment
-from ..spec.pools import Pool, Taint
+from ..spec.pools import Pool
+from .allocatable import extra_reserve, pool_allocatable
 
-
-def node_selector(pool: Pool) -> dict[str, str]:
-    """The pool's node labels: what its pods select and its ResourceFlavor matches."""
-    return dict(pool.labels)
-
-
-def node_taints(pool: Pool) -> list[dict[str, str]]:
-    """The pool's taints as Kubernetes `Taint` objects."""
-    return [_taint(t) for t in pool.taints]
-
-
-def tolerations(pool: Pool) -> list[dict[str, str]]:
-    """One toleration per pool taint: exactly what lets the gang's pods onto the pool's nodes."""
-    out = []
-    for t in pool.taints:
-        toleration = {"key": t.key, "operator": "Equal" if t.value is not None else "Exists", "effect": t.effect}
-        if t.value is not None:
-            toleration["value"] = t.value
-        out.append(toleration)
-    return out
-
-
-def _taint(t: Taint) -> dict[str, str]:
-    taint = {"key": t.key, "effect": t.effect}
-    if t.value is not None:
-        taint["value"] = t.value
-    return taint
+__all__ = [
+    "NodeShare",
+    "cpu_quantity",
+    "memory_quantity",
+    "node_selector",
+    "node_share",
+    "node_taints",
+    "parse_quantity",
+    "tolerations",
+]
 
 
 @dataclass(frozen=True)
@@ -64,10 +52,6 @@ def node_share(env: Environment, pool: Pool) -> NodeShare:
     """What the worker pod asks for: a node's allocatable (the provider's reservation rules,
     `grpo_infra.k8s.allocatable`) minus the stack's DaemonSets on it, minus `nodeReserve` on EKS and GKE;
     in whole millicores and MiB."""
-    # Imported here: grpo_infra.nodepools renders node groups from this module's placement rules.
-    from ..nodepools.charts import daemonset_requests
-    from .allocatable import extra_reserve, pool_allocatable
-
     allocatable = pool_allocatable(env, pool.name)
     daemons = daemonset_requests(env, pool)
     extra_cpu, extra_memory = extra_reserve(env)

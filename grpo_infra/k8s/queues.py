@@ -15,7 +15,8 @@ from typing import Any
 
 from ..spec import Environment
 from ..spec.tenants import Tenant
-from .namespaces import MANAGED_BY
+from .allocatable import head_room
+from .labels import MANAGED_BY
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, node_taints
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -46,8 +47,6 @@ def heads_the_pool_holds(env: Environment) -> int | None:
     Kueue must not admit more heads than that: a head that fits the quota but no node stays Pending,
     and waitForPodsReady evicts and requeues its whole gang, again and again.
     """
-    from .allocatable import head_room
-
     assert env.kubernetes is not None
     room = head_room(env)
     head = env.kubernetes.head_pool

@@ -14,10 +14,10 @@ from ..image import image_reference, ray_version
 from ..image.pods import image_guard_container
 from ..spec import Environment
 from ..spec.job import NfsExport
-from .access import JOB_LABEL, secret_references
+from .access import secret_references
 from .disruption import disruption_annotations
 from .gate import entrypoint, gate_enabled, gate_mount, gate_volume
-from .namespaces import MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
 from .network import worker_annotations, worker_nccl_env, worker_pod_network, worker_ray_start_params
 from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
@@ -271,17 +271,6 @@ def ray_auth_options(env: Environment) -> dict[str, Any]:
     if mode != "token":
         return {"authOptions": {"mode": mode}}
     return {"authOptions": {"mode": mode, "secretName": ray_token_secret_name(env)}}
-
-
-def ray_token_secret_name(env: Environment) -> str:
-    """The job's Ray token Secret, named so the tenant's Role can grant `get` on it alone.
-
-    With `authOptions.secretName` KubeRay skips generating a token per RayCluster and reads key
-    `auth_token` of this Secret for every Ray container and the submitter (kuberay v1.7.0,
-    ray-operator/apis/ray/v1/raycluster_types.go:125-129; controllers/ray/common/pod.go:411;
-    controllers/ray/rayjob_controller.go:658). Pulumi creates it once with a random value.
-    """
-    return f"{env.job.name}-ray-token"
 
 
 def _head_pod(env: Environment) -> str:

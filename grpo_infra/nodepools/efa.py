@@ -1,11 +1,6 @@
-"""EFA interfaces per EC2 instance type: how many EFA devices a node of that type exposes.
+"""EFA interfaces on a node's launch template: how the EFA devices of an instance type are laid out.
 
-Source: Amazon EC2 documentation, "Elastic Fabric Adapter – supported instance types" and the
-`NetworkInfo.EfaInfo.MaximumEfaInterfaces` field that `aws ec2 describe-instance-types` returns
-(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EfaInfo.html). Check a type with:
-
-    aws ec2 describe-instance-types --instance-types p5.48xlarge \
-        --query 'InstanceTypes[].NetworkInfo.EfaInfo.MaximumEfaInterfaces'
+The count per instance type is a fact the spec checks too, so it lives in `grpo_infra.spec.providers`.
 
 How the interfaces are laid out on the network cards follows "Maximize network bandwidth on Amazon
 EC2 instances with multiple network cards"
@@ -18,22 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# Only GPU instance types whose count we have checked; an unknown type is an error, not a guess.
-EFA_INTERFACES: dict[str, int] = {
-    "p3dn.24xlarge": 1,
-    "g5.48xlarge": 1,
-    "p4d.24xlarge": 4,
-    "p4de.24xlarge": 4,
-    "p5.48xlarge": 32,
-    "p5e.48xlarge": 32,
-    "p5en.48xlarge": 16,
-    "p6-b200.48xlarge": 8,
-}
+from ..spec.providers import EFA_INTERFACES, efa_interfaces
 
-
-def efa_interfaces(instance_type: str) -> int | None:
-    """EFA interfaces of an instance type; None when the type is not in the table."""
-    return EFA_INTERFACES.get(instance_type)
+__all__ = ["EFA_INTERFACES", "efa_interfaces", "network_interfaces"]
 
 
 def network_interfaces(count: int, security_group_ids: list[str]) -> list[dict[str, Any]]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..k8s.placement import node_selector
 from ..spec import Environment
 from ..spec.pools import Pool
 from .efa import network_interfaces
+from .labels import node_selector
 
 AMI_TYPE = "AL2023_x86_64_NVIDIA"
 HEAD_AMI_TYPE = "AL2023_x86_64_STANDARD"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..k8s.placement import node_selector, node_taints
 from ..spec import Environment
 from ..spec.pools import Pool
 from .eks import NodePoolError
+from .labels import node_selector, node_taints
 
 
 def node_patches(env: Environment, pool: Pool) -> list[dict[str, Any]]:

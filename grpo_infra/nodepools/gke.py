@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..k8s.placement import node_selector
 from ..spec import Environment
 from ..spec.pools import Pool
+from ..spec.providers import GKE_GPU_TAINT
 from .eks import NodePoolError
+from .labels import node_selector
 
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-# GKE puts this taint on every GPU node itself (and tolerates it for pods requesting GPUs): left to GKE.
-GKE_GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 
 
 def cluster_location(pool: Pool) -> str:

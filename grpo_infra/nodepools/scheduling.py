@@ -1,16 +1,16 @@
 """Scheduling onto several pools at once (the device plugins), built on the per-pool rules.
 
-The per-pool rules — a pool's node labels, taints and tolerations — live in `grpo_infra.k8s.placement`,
-which the ResourceFlavor and the RayJob also call: one rule, so everything follows a pool's change.
+The per-pool rules — a pool's node labels, taints and tolerations — live in `grpo_infra.nodepools.labels`,
+which the ResourceFlavor and the Ray pods also call: one rule, so everything follows a pool's change.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..k8s.placement import node_selector, node_taints
-from ..k8s.placement import tolerations as pool_tolerations
 from ..spec.pools import Pool
+from .labels import node_selector, node_taints
+from .labels import tolerations as pool_tolerations
 
 
 def tolerations(pools: list[Pool]) -> list[dict[str, Any]]:

@@ -30,16 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .defaults import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
 from .nccl_log import parse_nccl_log
 from .nccl_tests import busbw_factor
 from .verdict import DEFAULT_FRACTION, FABRIC_KINDS, Verdict, default_expected_busbw, judge
 
 BACKENDS = ("nccl", "gloo")
 # The gate's defaults, here once: the spec's `job.preflight.nccl` and this program's options use them.
-DEFAULT_BACKEND = "nccl"
-DEFAULT_SIZE_MIB = 1024
-DEFAULT_ITERATIONS = 20
-DEFAULT_TIMEOUT_S = 300
 WARMUP_ITERATIONS = 5
 FLOAT32_BYTES = 4
 # Grace after --timeout before the watchdog ends the process, for cleanup of actors and the group.

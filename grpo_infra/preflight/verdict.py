@@ -27,11 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .defaults import DEFAULT_FRACTION, FABRIC_KINDS
 from .nccl_log import RDMA_TRANSPORTS
 from .report import FileReport
-
-FABRIC_KINDS: tuple[str, ...] = ("infiniband", "roce", "efa", "none")
-DEFAULT_FRACTION = 0.8
 
 # Per-GPU network line rate in GB/s (400 Gb/s / 8) and the share of it all-reduce busbw reaches.
 LINE_RATE_GBPS_PER_GPU: dict[str, float] = {"infiniband": 50.0, "roce": 50.0, "efa": 50.0}

@@ -28,6 +28,11 @@ ImageRef = Annotated[
 ]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 EngineName = Literal["vllm", "sglang"]
+# transformers' `attn_implementation` values verl's FSDP actor and reference can be built with.
+AttentionName = Literal["flash_attention_2", "sdpa", "eager", "flex_attention"]
+# verl 0.9.1 builds its models with flash_attention_2 unless told otherwise
+# (verl/workers/config/model.py: `override_config.get("attn_implementation", "flash_attention_2")`).
+VERL_DEFAULT_ATTENTION = "flash_attention_2"
 
 
 class Engine(SpecModel):
@@ -57,6 +62,11 @@ class ImageContents(SpecModel):
     engine: Engine | None = Field(
         default=None, description="The rollout engine; null when the image has none (`check` refuses such an image)."
     )
+    attention: AttentionName = VERL_DEFAULT_ATTENTION
+    """The attention implementation verl's actor and reference models use (transformers'
+    `attn_implementation`): `flash_attention_2` (verl's default) needs flash-attn in the image, which the
+    build compiles and the guard imports; `sdpa`, `eager` and `flex_attention` need only torch and are
+    passed to verl as `+actor_rollout_ref.model.override_config.attn_implementation`."""
     efa: bool = False
     """libfabric with the EFA provider and the aws-ofi-nccl plugin (needed on EFA pools)."""
     nccl_tests: bool = False
@@ -72,6 +82,9 @@ class ImageBuild(SpecModel):
     """Base image with CUDA, cuDNN and the NCCL/compilers toolchain (an `nvidia/cuda:*-devel-ubuntu*` image)."""
     base_digest: Digest | None = None
     """Pin the base by digest (`FROM base@sha256:...`); recommended: a tag can move."""
+    lock: str | None = None
+    """The hashed lock of the image's Python set, read from `stacks/locks/<stack>.txt` when the stack
+    is loaded (written by `grpo-infra image lock STACK`); never written in the stack file."""
 
 
 class Image(SpecModel):

@@ -7,8 +7,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ..preflight.ray_allreduce import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
-from ..preflight.verdict import DEFAULT_FRACTION
+from ..preflight.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_FRACTION,
+    DEFAULT_ITERATIONS,
+    DEFAULT_SIZE_MIB,
+    DEFAULT_TIMEOUT_S,
+)
 from .base import EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
 
@@ -42,6 +47,8 @@ DERIVED_OVERRIDES = frozenset(
         "trainer.project_name",
         "trainer.experiment_name",
         "trainer.total_epochs",
+        # from image.contents.attention, when it is not verl's default (grpo_infra/verl.py)
+        "actor_rollout_ref.model.override_config.attn_implementation",
         "trainer.nnodes",
         "trainer.n_gpus_per_node",
         "trainer.default_local_dir",

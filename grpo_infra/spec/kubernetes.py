@@ -279,6 +279,11 @@ class Kubernetes(SpecModel):
     """The existing cluster the stack deploys into."""
     scheduler: Literal["kueue", "volcano"] = "kueue"
     """Gang admission: Kueue (suspend until the whole gang fits) or Volcano."""
+    operator_charts: Literal["upstream", "bundled"] = Field(
+        default="upstream",
+        description="Where the operators' Helm charts come from: `upstream` (KubeRay's Helm repository, Kueue's OCI "
+        "registry) or `bundled` (the project's copies of the same chart versions, for clusters that reach neither).",
+    )
     node_reserve: NodeReserve
     topology: Topology | None = None
     pods_ready_timeout_minutes: Annotated[int, Field(ge=5, le=1440)] = Field(

@@ -84,6 +84,27 @@ def stack_source(stack: str) -> str:
     return f"stacks/Pulumi.{stack}.yaml"
 
 
+def lock_source(stack: str) -> str:
+    """The stack's image lock, relative to the project (written by `grpo-infra image lock STACK`)."""
+    return f"stacks/locks/{stack}.txt"
+
+
+def with_lock(env: Environment, root: Path, stack: str, source: str) -> Environment:
+    """The environment with its image build's lock read from `stacks/locks/<stack>.txt` (None: no file).
+
+    The lock is a file of its own, not a key of the stack file: setting `image.build.lock` there is refused.
+    """
+    build = env.image.build
+    if build is None:
+        return env
+    if build.lock is not None:
+        raise SpecError(source, [f"image.build.lock: not a stack setting; the lock is read from {lock_source(stack)}"])
+    path = root / lock_source(stack)
+    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    image = env.image.model_copy(update={"build": build.model_copy(update={"lock": text})})
+    return env.model_copy(update={"image": image})
+
+
 def list_stacks(root: Path) -> list[str]:
     """Stack names that have a file in `stacks/`, sorted."""
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
@@ -104,7 +125,7 @@ def load_stack(stack: str, root: Path = Path()) -> Stack:
         raise SpecError(source, ["not UTF-8 text"]) from None
     config = _stack_config(document, source)
     secret_keys = frozenset(k for k, v in config.items() if _is_secure(v))
-    env = environment_from_config(config, secret_keys, source)
+    env = with_lock(environment_from_config(config, secret_keys, source), root, stack, source)
     return Stack(name=stack, path=path, environment=env, secret_keys=secret_keys)
 
 

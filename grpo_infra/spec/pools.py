@@ -9,6 +9,7 @@ import hostlist
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
+from .providers import EFA_INTERFACES, GKE_GPU_TAINT, efa_interfaces
 
 LabelKey = Annotated[
     str,
@@ -244,8 +245,6 @@ class Pool(SpecModel):
         """What the cloud's nodes will carry must be what the spec says they carry."""
         gpu_taint = next((t for t in self.taints if t.key == "nvidia.com/gpu" and t.effect == "NoSchedule"), None)
         if self.eks is not None:
-            from ..nodepools.efa import EFA_INTERFACES, efa_interfaces
-
             if gpu_taint is None:
                 raise ValueError(
                     "an eks GPU pool carries the taint nvidia.com/gpu with effect NoSchedule, so that only GPU "
@@ -270,8 +269,6 @@ class Pool(SpecModel):
                         "an EFA pool takes exactly one subnet in eks.subnetIds (EFA traffic stays in one subnet)"
                     )
         if self.gke is not None:
-            from ..nodepools.gke import GKE_GPU_TAINT
-
             key, value, effect = GKE_GPU_TAINT
             if not any((t.key, t.value, t.effect) == GKE_GPU_TAINT for t in self.taints):
                 raise ValueError(

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ..ports import BLOCK_SIZE, block_count
 from .base import SpecModel
 
 _TIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2})$")
@@ -214,8 +215,6 @@ class Slurm(SpecModel):
 
     @model_validator(mode="after")
     def _ports_hold_a_block(self) -> Slurm:
-        from ..ports import BLOCK_SIZE, block_count
-
         if block_count(self.ray_ports.start, self.ray_ports.end) < 1:
             raise ValueError(f"`rayPorts` must span at least {BLOCK_SIZE} ports (one job's block)")
         return self

@@ -1,4 +1,8 @@
-"""The pinned CRDs: found next to the project, or fetched from the upstream tags and checked by sha256.
+"""The pinned CRDs: from the project's bundled charts, found next to the project, or fetched from the
+upstream tags, and checked by sha256.
+
+KubeRay's CRDs are read from the bundled kuberay-operator chart (grpo_infra/k8s/charts/, its
+`crds/` folder is the tag's `ray-operator/config/crd/bases/`), so a clone needs nothing else for them.
 
 `../shared/crds/` (beside the project directory, or the folder named by `GRPO_INFRA_CRDS`) holds
 byte-identical copies of the upstream files. In a clone without it, and only when
@@ -12,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import tarfile
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -26,9 +31,14 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "grpo-i
 
 # folder → raw URL prefix of the upstream tag's CRD directory.
 UPSTREAM = {
-    "kuberay-v1.7.0": "https://raw.githubusercontent.com/ray-project/kuberay/v1.7.0/ray-operator/config/crd/bases/",
+    "kuberay-v1.6.2": "https://raw.githubusercontent.com/ray-project/kuberay/v1.6.2/ray-operator/config/crd/bases/",
     "kueue-v0.19.2": "https://raw.githubusercontent.com/kubernetes-sigs/kueue/v0.19.2/config/components/crd/bases/",
 }
+
+
+# folder → (bundled chart, the folder of CRDs inside it).
+BUNDLED = {"kuberay-v1.6.2": ("kuberay-operator-1.6.2.tgz", "kuberay-operator/crds/")}
+CHARTS = PROJECT / "grpo_infra" / "k8s" / "charts"
 
 
 class CrdUnavailable(RuntimeError):
@@ -48,6 +58,9 @@ def pinned() -> dict[str, str]:
 def crd_path(rel: str) -> Path:
     """A pinned CRD file on disk: the shared copy, else a verified download in the cache."""
     digest = pinned()[rel]
+    bundled = _from_chart(rel, digest)
+    if bundled is not None:
+        return bundled
     shared = SHARED / rel
     if shared.is_file():
         return shared
@@ -70,6 +83,24 @@ def crd_path(rel: str) -> Path:
         raise CrdUnavailable(f"{rel}: {url} has sha256 {_sha256(body)}, expected {digest}")
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(body)
+    return cached
+
+
+def _from_chart(rel: str, digest: str) -> Path | None:
+    """The CRD from a bundled chart, copied into the cache once and held to its pinned sha256."""
+    folder, name = rel.split("/")
+    if folder not in BUNDLED:
+        return None
+    chart, inside = BUNDLED[folder]
+    cached = CACHE / rel
+    if not (cached.is_file() and _sha256(cached.read_bytes()) == digest):
+        with tarfile.open(CHARTS / chart) as tar:
+            member = tar.extractfile(inside + name)
+            body = member.read() if member is not None else b""
+        if _sha256(body) != digest:
+            raise CrdUnavailable(f"{rel}: {CHARTS / chart} holds sha256 {_sha256(body)}, expected {digest}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(body)
     return cached
 
 

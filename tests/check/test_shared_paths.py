@@ -69,6 +69,7 @@ def test_check_prints_the_warning_and_exits_zero(tmp_path) -> None:
     (tmp_path / "stacks").mkdir()
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "stacks" / "Pulumi.onprem-slurm.yaml").write_text(yaml.safe_dump(document))
+    shutil.copytree(ROOT / "stacks" / "locks", tmp_path / "stacks" / "locks")
     result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "[slurm-path-shared]" in result.output

@@ -10,6 +10,7 @@ import pytest
 
 from grpo_infra import synth
 from grpo_infra.image.dockerfile import dockerfile
+from grpo_infra.image.lock import pins
 from tests.conftest import ROOT, unavailable
 
 from .conftest import BUILT, stack, variant
@@ -31,7 +32,8 @@ def test_built_stacks_render_their_image_folder(name: str) -> None:
     assert sorted(p for p in files if p.startswith("image/")) == [
         "image/Dockerfile",
         "image/image_guard.py",
-        "image/requirements.txt",
+        "image/requirements.lock",
+        "image/source-build.lock",
     ]
     assert files["image/image_guard.py"] == (ROOT / "grpo_infra" / "image" / "guard.py").read_text()
 
@@ -62,20 +64,59 @@ def test_hadolint_would_catch_an_unjustified_shortcut(tmp_path: Path) -> None:
     assert result.returncode != 0 and "DL3008" in result.stdout
 
 
-def test_requirements_pin_verl_its_engine_and_ray() -> None:
-    # verl 0.9.1's wheel: extra vllm -> vllm==0.24.0, torch==2.11.0; extra sglang -> sglang==0.5.12.
-    assert synth.render(stack("eks-prod"))["image/requirements.txt"].splitlines()[1:] == [
-        "verl[vllm]==0.9.1",
-        "vllm==0.24.0",
-        "ray[default]==2.60.0",
-        "torch==2.11.0",
-    ]
-    assert synth.render(stack("onprem-k8s"))["image/requirements.txt"].splitlines()[1:] == [
-        "verl[sglang]==0.9.1",
-        "sglang==0.5.12",
-        "ray[default]==2.60.0",
-        "torch==2.11.0",
-    ]
+def test_the_build_installs_the_committed_lock_with_hashes_and_no_resolution() -> None:
+    files = synth.render(stack("eks-prod"))
+    lock = (ROOT / "stacks" / "locks" / "eks-prod.txt").read_text()
+    wheels, source = files["image/requirements.lock"], files["image/source-build.lock"]
+    # Every requirement of the committed lock is in exactly one of the two install steps, unchanged.
+    assert pins(wheels) | pins(source) == pins(lock) and not pins(wheels).keys() & pins(source).keys()
+    assert pins(source) == {"flash-attn": "2.8.3"}
+    assert (
+        "RUN pip install --no-cache-dir --require-hashes --no-deps -r /opt/grpo-infra/requirements.lock"
+        in (files["image/Dockerfile"])
+    )
+    assert (
+        "--require-hashes --no-deps --no-build-isolation -r /opt/grpo-infra/source-build.lock"
+        in (files["image/Dockerfile"])
+    )
+
+
+def test_sdpa_builds_no_flash_attn() -> None:
+    env = variant("gke-dev", lambda d: d["image"]["contents"].update(attention="sdpa"))
+    assert "flash-attn" not in dockerfile(env) and "source-build.lock" not in dockerfile(env)
+    assert "image/source-build.lock" not in synth.render(env)
+
+
+@pytest.mark.parametrize("name", ["onprem-k8s", "onprem-slurm"])
+def test_ib_and_roce_images_install_the_rdma_userspace_by_name(name: str) -> None:
+    """`libibverbs1` only Recommends the mlx5 provider: every package is named, with --no-install-recommends."""
+    installs = [line for line in dockerfile(stack(name)).splitlines() if "apt-get install" in line]
+    rdma = [line for line in installs if "libibverbs1" in line]
+    assert rdma, installs
+    assert all(p in rdma[0].split() for p in ("rdma-core", "libibverbs1", "ibverbs-providers", "librdmacm1"))
+
+
+def test_no_rdma_userspace_without_an_rdma_fabric() -> None:
+    assert "libibverbs1" not in dockerfile(stack("gke-dev")) and "libibverbs1" not in dockerfile(stack("eks-prod"))
+
+
+def test_nccl_tests_link_torchs_nccl_not_a_distribution_libnccl2() -> None:
+    text = dockerfile(stack("onprem-slurm"))
+    installs = [line for line in text.splitlines() if "apt-get install" in line]
+    assert not [line for line in installs if "libnccl" in line], installs
+    wheel_lib = "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib"
+    assert (
+        "NCCL_HOME=/tmp/nccl-home" in text
+        and f"patchelf --set-rpath {wheel_lib} /usr/local/bin/all_reduce_perf" in text
+    )
+    # nccl-tests are built after the locked set, so the wheel's NCCL is there to link.
+    assert text.index("requirements.lock") < text.index("make -C /tmp/nccl-tests")
+
+
+def test_the_project_is_installed_without_its_dependencies() -> None:
+    """Pulumi's pins (packaging>=26, ...) cannot co-resolve with verl's set: the wheel goes in --no-deps."""
+    text = dockerfile(stack("onprem-slurm"))
+    assert "RUN pip install --no-cache-dir --no-deps /opt/grpo-infra/grpo_infra-0.1.0-py3-none-any.whl" in text
 
 
 def test_efa_userspace_only_for_the_efa_pool() -> None:
@@ -97,7 +138,8 @@ def test_the_build_runs_the_guard_with_the_declared_contents() -> None:
     last_run = [line for line in dockerfile(stack("onprem-slurm")).splitlines() if line.startswith("RUN ")][-1]
     assert last_run == (
         "RUN python3 /opt/grpo-infra/image_guard.py --python 3.12 --ray 2.60.0 --verl 0.9.1 "
-        "--engine vllm==0.24.0 --cuda 13.0 --nccl-tests all_reduce_perf --grpo-infra"
+        "--engine vllm==0.24.0 --cuda 13.0 --attention flash_attention_2 --rdma --hcas mlx5_0,mlx5_1,mlx5_2,mlx5_3,"
+        "mlx5_4,mlx5_5,mlx5_6,mlx5_7 --min-driver 580.65.06 --nccl-tests all_reduce_perf --grpo-infra --at-build"
     )
 
 

@@ -97,3 +97,52 @@ def test_the_guard_needs_only_the_standard_library(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL ray 2.60.0 declared, none in the image" in proc.stdout
+
+
+def test_a_host_driver_older_than_the_images_cuda_needs_stops_the_job(tmp_path: Path) -> None:
+    """CUDA 13.0 needs >= 580.65.06 (NVIDIA's CUDA 13.0 release notes, Table 3); the guard reads the node's."""
+    old = tmp_path / "version"
+    old.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20  Release Build  (dvs-builder@U16)\n"
+    )
+    base = ["--python", PYTHON, "--ray", RAY, "--min-driver", "580.65.06", "--driver-version-file", str(old)]
+    proc = run(*base)
+    assert proc.returncode == 1
+    assert fail_lines(proc)[-1].endswith("FAIL NVIDIA driver 570.133.20 on this node, CUDA None needs >= 580.65.06")
+    new = tmp_path / "new"
+    new.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  Wed Aug 27 2025\n")
+    assert (
+        run("--python", PYTHON, "--ray", RAY, "--min-driver", "580.65.06", "--driver-version-file", str(new)).returncode
+        == 0
+    )
+    # No driver at all (this machine): one line; at build time the driver is not looked for.
+    missing = run(
+        "--python", PYTHON, "--ray", RAY, "--min-driver", "580.65.06", "--driver-version-file", str(tmp_path / "x")
+    )
+    assert "FAIL no NVIDIA driver" in fail_lines(missing)[-1]
+    assert run("--python", PYTHON, "--ray", RAY, "--min-driver", "580.65.06", "--at-build").returncode == 0
+
+
+def test_a_missing_attention_package_stops_the_job_in_one_line() -> None:
+    proc = run("--python", PYTHON, "--ray", RAY, "--attention", "flash_attention_2")
+    assert proc.returncode == 1
+    (line,) = fail_lines(proc)
+    assert "attention flash_attention_2 declared, flash_attn does not import (ModuleNotFoundError" in line
+    assert run("--python", PYTHON, "--ray", RAY, "--attention", "sdpa").returncode == 0
+
+
+def test_a_fabric_pool_without_a_loading_verbs_provider_stops_the_job() -> None:
+    """On this machine there is no HCA (and libibverbs may be absent): a pool declaring HCAs fails."""
+    import ctypes
+
+    proc = run("--python", PYTHON, "--ray", RAY, "--rdma", "--hcas", "mlx5_0,mlx5_1")
+    assert proc.returncode == 1
+    (line,) = fail_lines(proc)
+    try:
+        ctypes.CDLL("libibverbs.so.1")
+    except OSError:
+        assert "the pool's fabric needs RDMA verbs, libibverbs.so.1 does not load" in line
+    else:
+        providers = list(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob("lib*-rdmav*.so"))
+        expected = "no verbs device loads here" if providers else "no provider in"
+        assert expected in line, line

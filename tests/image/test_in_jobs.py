@@ -69,6 +69,8 @@ def _like_this_machine(data: dict[str, Any], ray: str = "2.60.0") -> None:
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "ray": ray,
         "verl": "0.9.1",
+        # No flash-attn on this machine: it declares torch's SDPA.
+        "attention": "sdpa",
     }
     data["job"]["rollout"]["engine"] = "vllm"
 

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from grpo_infra.k8s import helm_releases
+from grpo_infra.k8s.operators import BUNDLED_CHARTS
 
 from .conftest import K8S_STACKS, env_of
 
@@ -97,9 +98,12 @@ def test_manager_config_is_complete_and_gang_friendly(stack: str) -> None:
 def test_releases_are_pinned(stack: str) -> None:
     releases = {r["name"]: r for r in helm_releases(env_of(stack))}
     kuberay, kueue = releases["kuberay-operator"], releases["kueue"]
-    assert (kuberay["chart"], kuberay["version"]) == ("kuberay-operator", "1.7.0")
-    assert kuberay["repository"] == "https://ray-project.github.io/kuberay-helm/"
+    bundled = env_of(stack).kubernetes.operator_charts == "bundled"
+    chart = str(BUNDLED_CHARTS / "kuberay-operator-1.6.2.tgz") if bundled else "kuberay-operator"
+    assert (kuberay["chart"], kuberay["version"]) == (chart, "1.6.2")
+    assert kuberay["repository"] == (None if bundled else "https://ray-project.github.io/kuberay-helm/")
     assert kuberay["namespace"] != kueue["namespace"]
     assert kuberay["values"]["batchScheduler"]["name"] == ""  # Kueue works through suspend
-    assert kuberay["values"]["image"]["tag"] == "v1.7.0"
-    assert (kueue["chart"], kueue["version"]) == ("oci://registry.k8s.io/kueue/charts/kueue", "0.19.2")
+    assert kuberay["values"]["image"]["tag"] == "v1.6.2"
+    kueue_chart = str(BUNDLED_CHARTS / "kueue-0.19.2.tgz") if bundled else "oci://registry.k8s.io/kueue/charts/kueue"
+    assert (kueue["chart"], kueue["version"]) == (kueue_chart, "0.19.2")

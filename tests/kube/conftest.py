@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from grpo_infra import k8s as render
-from grpo_infra.k8s.rayjob import ray_token_secret_name
+from grpo_infra.k8s.labels import ray_token_secret_name
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import PULUMI_TOOLS, Paths, missing_tools
 from grpo_infra.spec import Environment, load_stack

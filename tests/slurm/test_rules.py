@@ -122,6 +122,8 @@ def test_check_prints_warnings_and_still_passes(tmp_path: Any) -> None:
         .replace("sharedPaths: [/lustre]", "sharedPaths: [/gpfs, /lustre/checkpoints]")
     )
     (stacks / "Pulumi.onprem-slurm.yaml").write_text(text)
+    (stacks / "locks").mkdir()
+    (stacks / "locks" / "onprem-slurm.txt").write_text((ROOT / "stacks" / "locks" / "onprem-slurm.txt").read_text())
     result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert result.output.count("warning: ") == 3 and "[slurm-path-shared]" in result.output

@@ -88,7 +88,9 @@ def test_overrides_parse_back_to_their_values(stack: str) -> None:
     pairs = verl.overrides(env)
     parsed = OverridesParser.create().parse_overrides(verl.override_args(pairs))
     for (key, value), override in zip(pairs, parsed, strict=True):
-        assert override.key_or_group == key
+        # `+key` is Hydra's append form: the key without its `+`, parsed as an addition.
+        assert override.key_or_group == key.removeprefix("+")
+        assert override.is_add() == key.startswith("+")
         assert override.value() == value
 
 
@@ -117,5 +119,6 @@ def test_wandb_logger_only_with_its_key() -> None:
 def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
     """Hydra keeps the last value of a key: an extra override of a spec-set key would silently win."""
     env = load_stack(stack, ROOT).environment
-    spec_set = {k for k, _ in verl.overrides(env)} - set(env.job.overrides)
-    assert spec_set == DERIVED_OVERRIDES
+    spec_set = {k.removeprefix("+") for k, _ in verl.overrides(env)} - set(env.job.overrides)
+    # The attention implementation is passed only when it is not verl's default.
+    assert spec_set | {verl.ATTENTION_KEY.removeprefix("+")} == DERIVED_OVERRIDES

@@ -1,0 +1,422 @@
+"""`grpo-infra image build STACK`: the CPU variant of the stack's image, built here as an OCI archive.
+
+The production image (`image/Dockerfile`, grpo_infra/image/dockerfile.py) needs a CUDA base and a
+registry; the local cluster's nodes have neither GPUs nor a registry. This builds, from the same
+`image.contents`, the image those nodes run: a `debootstrap --variant=minbase` root of the Debian
+release of the base's generation, its CPython, a virtual environment at /opt/venv with the stated
+Ray (and its dependencies), verl and the engine at the stated versions without their GPU
+dependencies, and grpo-infra from this checkout (`--no-deps`). No CUDA, no torch, no engine kernels:
+`differences()` lists, package by package, what differs from the production image.
+
+The archive is written under the image's own reference (`image.ref`, what the rendered pods name)
+to `${GRPO_INFRA_CACHE:-~/.cache/grpo-infra}/images/`, named by a hash of everything that decides
+its contents, so a second build of the same contents is a cache hit. The build's last step runs the
+runtime guard (grpo_infra/image/guard.py) inside the new root against the variant's declaration,
+as the Dockerfile's last step does: a root that does not hold what is declared is never packed.
+
+Needs root (debootstrap, chroot, mount namespaces) and the Debian packages `debootstrap` and, for
+running an archive (`grpo_infra.image.oci.run_in_container`), `umoci` and `runc` (scripts/install-system-deps.sh).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..spec import Environment
+from ..spec.image import ImageContents
+from . import guard_args, guard_program
+from .dockerfile import VENV
+from .lock import engine_requirements, normalize, pins
+from .oci import ImageConfig, cache_dir, write_archive
+
+# Bump when the recipe below changes what a build of the same inputs holds.
+RECIPE = "cpu-variant-1"
+# The production bases are Ubuntu 24.04 (`-ubuntu24.04`: CPython 3.12, glibc 2.39). Only Debian's
+# archive is reachable from the project's machines, and no Debian release ships CPython 3.12: trixie's
+# only CPython is 3.13, which verl 0.9.1 refuses (Requires-Python <3.13); bookworm's is 3.11, inside
+# verl's range and the project's own (>=3.11). So the variant is Debian 12 with CPython 3.11 (glibc
+# 2.36): the Python minor differs from the declaration, and the variant's guard is told so.
+SUITE = "bookworm"
+SUITE_PYTHON = "3.11"
+# The tools the job's shell steps and the pods call (the production Dockerfile's list, without the
+# compilers and git that only its source builds need): bash (in minbase), ip, pkill/ps, curl.
+APT_PACKAGES = ("python3", "python3-venv", "ca-certificates", "curl", "iproute2", "procps")
+GRPO_DIR = "/opt/grpo-infra"
+# The root's CA bundle: the host's while the build's pip runs, Debian's own in the image.
+ROOT_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+GUARD_FILE = "image_guard.py"
+Progress = Callable[[str], None]
+
+
+class BuildError(Exception):
+    """A step of the build failed; the message is the one line to show."""
+
+
+def variant_contents(contents: ImageContents) -> ImageContents:
+    """What the CPU variant holds, as a declaration the guard can hold it to.
+
+    The same Ray, verl and engine releases; the suite's CPython; no CUDA (no torch, so no driver
+    floor), attention by torch's own `sdpa` (flash-attn is a CUDA extension); grpo-infra."""
+    return contents.model_copy(
+        update={
+            "python": SUITE_PYTHON,
+            "cuda": None,
+            "attention": "sdpa",
+            "efa": False,
+            "nccl_tests": False,
+            "grpo_infra": True,
+        }
+    )
+
+
+def variant_env(env: Environment) -> Environment:
+    """The stack with its image declared as the CPU variant (what the guard in the local cluster checks)."""
+    image = env.image.model_copy(update={"contents": variant_contents(env.image.contents)})
+    return env.model_copy(update={"image": image})
+
+
+def variant_guard_args(env: Environment) -> list[str]:
+    """The guard's arguments for the CPU variant (its own Python, no CUDA, grpo-infra importable)."""
+    return guard_args(variant_env(env), grpo_infra=True)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides what the CPU image holds; its hash names the archive."""
+
+    ref: str
+    suite: str
+    apt: tuple[str, ...]
+    # Installed with their dependencies (Ray), and without (verl, the engine: theirs need GPUs).
+    with_deps: tuple[str, ...]
+    without_deps: tuple[str, ...]
+    # The stack's lock as pip constraints: every package both images hold is at the locked version.
+    constraints: tuple[str, ...]
+    grpo_infra_source: str
+    guard: str
+    recipe: str = RECIPE
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:20]
+
+
+def source_hash(project: Path) -> str:
+    """A hash of this checkout's installable files (grpo_infra/, pyproject.toml): a change rebuilds."""
+    digest = hashlib.sha256()
+    files = [
+        project / "pyproject.toml",
+        *sorted(
+            p
+            for p in (project / "grpo_infra").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        ),
+    ]
+    for path in files:
+        digest.update(path.relative_to(project).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def recipe(env: Environment, project: Path) -> Recipe:
+    """The CPU image's recipe from the stack's `image.contents` (the same pins `requirements.txt` holds)."""
+    if env.image.ref is None:
+        raise BuildError("the stack's image has no `ref`: nothing names the image the pods would run")
+    pinned = engine_requirements(env.image)
+    with_deps = tuple(p for p in pinned if p.startswith("ray["))
+    # verl's engine extra and torch are its GPU half; the engine itself is kept as its own distribution.
+    without_deps = tuple(
+        p.split("[")[0] + p[p.index("]") + 1 :] if "[" in p else p
+        for p in pinned
+        if not p.startswith(("ray[", "torch"))
+    )
+    lock = env.image.build.lock if env.image.build is not None else None
+    constraints = tuple(f"{name}=={version}" for name, version in sorted(pins(lock).items())) if lock else ()
+    return Recipe(
+        ref=env.image.ref,
+        suite=SUITE,
+        apt=APT_PACKAGES,
+        with_deps=with_deps,
+        without_deps=without_deps,
+        constraints=constraints,
+        grpo_infra_source=source_hash(project),
+        guard=hashlib.sha256(guard_program().encode()).hexdigest(),
+    )
+
+
+def slug(ref: str) -> str:
+    """A file-name form of a reference: `localhost:5000/grpo/verl:tag` → `localhost_5000_grpo_verl_tag`."""
+    return "".join(c if c.isalnum() or c in "-." else "_" for c in ref)
+
+
+def archive_path(plan: Recipe) -> Path:
+    return cache_dir() / f"{slug(plan.ref)}-{plan.key()}.oci.tar"
+
+
+def record_path(plan: Recipe) -> Path:
+    return archive_path(plan).with_suffix("").with_suffix(".json")
+
+
+@dataclass
+class Built:
+    """A built (or cached) image: its archive, its record, and whether this call built it."""
+
+    archive: Path
+    record: dict[str, Any]
+    cached: bool
+    seconds: float
+
+
+def _run(cmd: list[str], log: Path, what: str) -> str:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out.write(proc.stdout)
+    if proc.returncode != 0:
+        tail = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+        raise BuildError(f"{what} failed (exit {proc.returncode}): {tail[0].strip()} (log: {log})")
+    return proc.stdout
+
+
+def in_root(root: Path, command: str) -> list[str]:
+    """A shell command run chrooted in `root`, with /proc mounted in a private mount namespace (gone when
+    the command ends, so a crash leaves no mount behind) and the host's resolver for the package index."""
+    script = f'mount -t proc proc "{root}/proc" && exec chroot "{root}" /bin/sh -c "$0"'
+    return ["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c", script, command]
+
+
+def _debootstrap(root: Path, log: Path, say: Progress) -> None:
+    """`debootstrap --variant=minbase SUITE` with the packages the job needs, its progress line by line."""
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(APT_PACKAGES)}", SUITE, str(root)]
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        last = ""
+        for line in proc.stdout:
+            out.write(line)
+            phase = line.strip()
+            # Each package is retrieved, validated, unpacked and configured: show the phase, not every line.
+            head = phase.split()[1] if phase.startswith("I: ") and len(phase.split()) > 1 else ""
+            if head and head != last and not phase.startswith("I: Validating"):
+                say(f"  debootstrap: {phase.removeprefix('I: ')}")
+                last = head
+        code = proc.wait()
+    if code != 0:
+        raise BuildError(f"debootstrap {SUITE} failed (exit {code}); see {log}")
+
+
+def host_trust_store() -> str:
+    """The CA bundle this machine's pip trusts (a TLS-inspecting proxy's CA may be in it, not in the
+    new root's own bundle). pip reads the system store (its truststore default), so the bundle is
+    swapped in while pip runs and Debian's is put back before the root is packed."""
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return value
+    return "/etc/ssl/certs/ca-certificates.crt"
+
+
+def _strip(root: Path) -> None:
+    """Drop what only the build needed: apt's caches and lists, the resolver copy, scratch files."""
+    for pattern in ("var/cache/apt/*", "var/lib/apt/lists/*", "tmp/*", "var/log/*.log", "root/.cache"):
+        for path in root.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    (root / "etc/resolv.conf").unlink(missing_ok=True)
+
+
+def _copy_source(project: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    shutil.copy2(project / "pyproject.toml", target / "pyproject.toml")
+    shutil.copytree(
+        project / "grpo_infra", target / "grpo_infra", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    # setuptools' package discovery names components*: an empty tree keeps its metadata valid.
+    (target / "components").mkdir()
+
+
+def _inventory(root: Path, log: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(Debian packages, Python distributions) installed in the root, name → version."""
+    dpkg = _run(in_root(root, "dpkg-query -W -f '${Package} ${Version}\\n'"), log, "dpkg-query")
+    pip = _run(in_root(root, f"{VENV}/bin/python -m pip list --format=json"), log, "pip list")
+    debs = dict(line.split(" ", 1) for line in dpkg.strip().splitlines() if " " in line)
+    wheels = {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(pip[pip.index("[") :])}
+    return debs, wheels
+
+
+def build(env: Environment, project: Path, *, progress: Progress | None = None, force: bool = False) -> Built:
+    """Build the stack's CPU image into the cache, or return the cached archive of the same recipe."""
+    say = progress or (lambda _line: None)
+    started = time.monotonic()
+    plan = recipe(env, project)
+    archive, record_file = archive_path(plan), record_path(plan)
+    if not force and archive.is_file() and record_file.is_file():
+        say(f"cached: {archive} ({plan.ref})")
+        return Built(archive, json.loads(record_file.read_text()), True, time.monotonic() - started)
+    if os.geteuid() != 0:
+        raise BuildError("building the image needs root (debootstrap, chroot, mount namespaces)")
+    for tool in ("debootstrap", "unshare", "chroot"):
+        if shutil.which(tool) is None:
+            raise BuildError(f"{tool} not found: run scripts/install-system-deps.sh as root")
+    cache = cache_dir()
+    logs = cache / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{plan.key()}.log"
+    log.write_text("")
+    work = Path(tempfile.mkdtemp(dir=cache, prefix=f".build-{plan.key()}-"))
+    root = work / "rootfs"
+    try:
+        t = time.monotonic()
+        say(f"building {plan.ref} (CPU variant, {SUITE} minbase, key {plan.key()}; log {log})")
+        _debootstrap(root, log, say)
+        say(f"  root file system in {time.monotonic() - t:.0f}s")
+        shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
+        bundle = root / ROOT_CA_BUNDLE.lstrip("/")
+        shutil.copy2(bundle, work / "debian-ca-certificates.crt")
+        shutil.copy2(host_trust_store(), bundle)
+        t = time.monotonic()
+        pip = (
+            f"PIP_FIND_LINKS= PIP_CERT= {VENV}/bin/python -m pip install --no-cache-dir --progress-bar off"
+            " --disable-pip-version-check"
+        )
+        (root / "tmp/constraints.txt").write_text("".join(f"{c}\n" for c in plan.constraints))
+        locked = f"the lock's {len(plan.constraints)} pins as constraints" if plan.constraints else "no lock"
+        say(f"  python {SUITE_PYTHON} venv at {VENV}: {' '.join(plan.with_deps)} with dependencies ({locked})")
+        ray_step = f"python3 -m venv {VENV} && {pip} -c /tmp/constraints.txt {' '.join(plan.with_deps)}"
+        _run(in_root(root, ray_step), log, "pip install ray")
+        say(f"  {' '.join(plan.without_deps)} without dependencies (their GPU half)")
+        _run(in_root(root, f"{pip} --no-deps {' '.join(plan.without_deps)}"), log, "pip install verl")
+        _copy_source(project, root / "tmp/grpo-infra-src")
+        say("  grpo-infra from this checkout (--no-deps)")
+        _run(in_root(root, f"{pip} --no-deps /tmp/grpo-infra-src"), log, "pip install grpo-infra")
+        say(f"  Python packages in {time.monotonic() - t:.0f}s")
+        shutil.copy2(work / "debian-ca-certificates.crt", bundle)
+        (root / GRPO_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (root / GRPO_DIR.lstrip("/") / GUARD_FILE).write_text(guard_program())
+        check = " ".join(variant_guard_args(env))
+        say("  runtime guard inside the new root")
+        for line in _run(
+            in_root(root, f"PATH={VENV}/bin:$PATH python3 {GRPO_DIR}/{GUARD_FILE} {check}"), log, "image guard"
+        ).splitlines():
+            say(f"    {line}")
+        debs, wheels = _inventory(root, log)
+        _strip(root)
+        config = ImageConfig(
+            cmd=["/bin/bash"],
+            env={
+                "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "VIRTUAL_ENV": VENV,
+            },
+            labels={
+                "org.opencontainers.image.title": "grpo-infra verl image, CPU variant",
+                "io.grpo-infra.variant": "cpu",
+                "io.grpo-infra.ray": env.image.contents.ray,
+                "io.grpo-infra.recipe": plan.key(),
+            },
+        )
+        t = time.monotonic()
+        digest = write_archive(root, plan.ref, archive, config, progress=lambda line: say(f"  {line}"))
+        say(f"  archive in {time.monotonic() - t:.0f}s")
+        record = {
+            "ref": plan.ref,
+            "key": plan.key(),
+            "manifest": digest,
+            "recipe": asdict(plan),
+            "guardArgs": variant_guard_args(env),
+            "debian": debs,
+            "python": wheels,
+            "builtSeconds": round(time.monotonic() - started, 1),
+        }
+        record_file.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"built {plan.ref} in {time.monotonic() - started:.0f}s: {archive}")
+    return Built(archive, record, False, time.monotonic() - started)
+
+
+def production_apt(env: Environment) -> list[str]:
+    """The Debian packages the production Dockerfile installs by name, read from the rendered file."""
+    from .dockerfile import dockerfile
+
+    text = dockerfile(env).replace("\\\n", " ")
+    names: list[str] = []
+    for found in re.finditer(r"apt-get install -y --no-install-recommends ([^&]+)", text):
+        names += [n for n in found.group(1).split() if re.fullmatch(r"[a-z0-9][a-z0-9.+-]+", n)]
+    return list(dict.fromkeys(names))
+
+
+def differences(env: Environment, record: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(kind, package, production, CPU variant) for every package whose presence or version differs.
+
+    Production is what the Dockerfile names (its base and apt lines) and what the stack's lock pins;
+    the variant is what its build recorded (`dpkg-query`, `pip list` inside the root). Identical
+    entries are left out, so the table is exactly what differs."""
+    rows: list[tuple[str, str, str, str]] = []
+    base = env.image.build.base if env.image.build is not None else "(prebuilt)"
+    rows.append(("base", "image", base, f"debian {SUITE} debootstrap --variant=minbase"))
+    debian: dict[str, str] = record.get("debian", {})  # type: ignore[assignment]
+    for name in production_apt(env):
+        if name not in debian:
+            rows.append(("apt", name, "installed", "absent"))
+    for name in APT_PACKAGES:
+        if name not in production_apt(env):
+            rows.append(("apt", name, "from the base, if at all", debian.get(name, "absent")))
+    lock = env.image.build.lock if env.image.build is not None else None
+    produced = pins(lock) if lock else {}
+    variant = {normalize(k): v for k, v in record.get("python", {}).items()}  # type: ignore[union-attr]
+    for name in sorted(set(produced) | set(variant)):
+        have, want = variant.get(name), produced.get(name)
+        if have != want and name not in ("pip",):
+            rows.append(("python", name, want or "absent", have or "absent"))
+    return rows
+
+
+def differences_markdown(env: Environment, record: dict[str, Any]) -> str:
+    """The differences as a Markdown table (docs/images.md holds its output for local-k8s)."""
+    lines = ["| kind | package | production image | CPU variant |", "| --- | --- | --- | --- |"]
+    lines += [f"| {k} | `{n}` | {a} | {b} |" for k, n, a, b in differences(env, record)]
+    return "\n".join(lines) + "\n"
+
+
+def cached_record(env: Environment, project: Path) -> dict[str, Any] | None:
+    """The record of the stack's CPU image when the archive for its current recipe exists."""
+    plan = recipe(env, project)
+    if archive_path(plan).is_file() and record_path(plan).is_file():
+        return json.loads(record_path(plan).read_text())
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m grpo_infra.image.build STACK`: the same as `grpo-infra image build STACK`."""
+    from ..spec import SpecError, load_stack
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m grpo_infra.image.build STACK", file=sys.stderr)
+        return 2
+    try:
+        env = load_stack(args[0]).environment
+        build(env, Path.cwd(), progress=lambda line: print(line, flush=True))
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
