@@ -60,6 +60,10 @@ def port_vars() -> list[PortVar]:
     ]
 
 
+# Seconds the readiness barrier waits for every node and GPU by default; GRPO_RAY_READY_TIMEOUT overrides it.
+DEFAULT_READY_TIMEOUT_S = 300
+
+
 def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[str]) -> str:
     """The lifecycle's bash functions for a stack whose Ray uses `ports`.
 
@@ -76,5 +80,6 @@ def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[
         "debug_start_args": debug_start_args,
         "ready_program": READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
         "tracker": CHECKPOINT_TRACKER,
+        "ready_timeout": DEFAULT_READY_TIMEOUT_S,
     }
     return shell_templates(HERE).get_template("ray_node.sh.j2").render(**context).rstrip("\n")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .. import debug, verl
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
-from ..lifecycle import READY_PROGRAM, PortVar, library, port_vars
+from ..lifecycle import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, PortVar, library, port_vars
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
@@ -27,12 +27,10 @@ from .conf import gres_request
 from .templates import render_template
 
 # The lifecycle's names the launchers and tests take from here too.
-__all__ = ["READY_PROGRAM", "PortVar", "port_vars", "sbatch", "single_quoted"]
+__all__ = ["DEFAULT_READY_TIMEOUT_S", "READY_PROGRAM", "PortVar", "port_vars", "sbatch", "single_quoted"]
 
 # Seconds before the time limit at which Slurm sends USR1 to the batch shell (stop Ray, requeue).
 SIGNAL_BEFORE_LIMIT_S = 120
-# Seconds the readiness barrier waits for every node and GPU; GRPO_RAY_READY_TIMEOUT overrides it.
-DEFAULT_READY_TIMEOUT_S = 300
 # Shell variables holding the allocation's shape, substituted for the two derived overrides.
 NNODES_VAR = "SLURM_JOB_NUM_NODES"
 GPUS_PER_NODE_VAR = "gpus_per_node"
