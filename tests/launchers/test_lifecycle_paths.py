@@ -57,13 +57,14 @@ def test_every_port_ray_start_is_given_is_in_the_runs_block(path: str, role: str
     script, ports = SCRIPTS[path]
     run = 7
     program = functions(script, *LIBRARY) + (
-        f'ray_port_block {run}; ray_start_args {role} 10.0.0.5 /tmp/grpo-7/n1 4 8 10.0.0.1; printf "%s\\n" "${{ray_args[@]}}"'
+        f'ray_port_block {run}; ray_start_args {role} 10.0.0.5 /tmp/grpo-7/n1 4 8 10.0.0.1; printf "%s\\n" "${{ray_args[@]}}"; '
+        'echo "--autoscaler-metric-port=${AUTOSCALER_METRIC_PORT:-0}" "--dashboard-metric-port=${DASHBOARD_METRIC_PORT:-0}"'
     )
     proc = _bash(program)
     assert proc.returncode == 0, proc.stderr
     args = dict(a.removeprefix("--").split("=", 1) for a in proc.stdout.split() if "=" in a)
     block = ray_ports(ports.start, ports.end, run)
-    given = {k: int(v) for k, v in args.items() if k.endswith("port") or k == "port"}
+    given = {k: int(v) for k, v in args.items() if k.endswith("port") and v != "0"}
     assert given, args
     assert all(block.gcs <= p <= block.max_worker for p in given.values()), (block, given)
     assert args["node-ip-address"] == "10.0.0.5" and args["temp-dir"] == "/tmp/grpo-7/n1"
@@ -71,6 +72,9 @@ def test_every_port_ray_start_is_given_is_in_the_runs_block(path: str, role: str
     if role == "head":
         # The dashboard's API server runs even with the dashboard off: its port is the block's too.
         assert int(args["dashboard-port"]) == block.dashboard and int(args["port"]) == block.gcs
+        # The metrics servers Ray starts on fixed ports of its own unless told: told the block's.
+        assert int(args["autoscaler-metric-port"]) == block.autoscaler_metrics
+        assert int(args["dashboard-metric-port"]) == block.dashboard_metrics
         assert args["dashboard-host"] != "0.0.0.0" if "dashboard-host" in args else True
     else:
         assert args["address"] == f"10.0.0.1:{block.gcs}"
