@@ -152,7 +152,8 @@ def test_check_refuses_a_launcher_port_range_in_the_ephemeral_range() -> None:
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-dev.yaml").read_text())["config"]
     config[ENVIRONMENT_KEY]["launchers"]["skypilot"]["rayPorts"] = {"start": 40000, "end": 40255}
     env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev")
-    found = [(v.rule, v.where) for v in violations(env)]
+    # (the image's rules, which need the project's lock files, are not this test's business)
+    found = [(v.rule, v.where) for v in violations(env) if not v.rule.startswith("image-")]
     assert found == [("skypilot-ports-ephemeral", "grpo-infra:environment.launchers.skypilot.rayPorts")]
 
 
@@ -160,4 +161,4 @@ def test_check_refuses_a_launcher_interface_off_the_fabric() -> None:
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-dev.yaml").read_text())["config"]
     config[ENVIRONMENT_KEY]["launchers"]["skypilot"]["interface"] = "ib0"
     env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev")
-    assert [v.rule for v in violations(env)] == ["skypilot-interface"]
+    assert [v.rule for v in violations(env) if not v.rule.startswith("image-")] == ["skypilot-interface"]
