@@ -212,7 +212,7 @@ def sbatch(env: Environment) -> str:
         checkpoint_save_secs=slurm.checkpoint_save_seconds,
         save_freq=job.checkpoint.save_freq,
         image_guard_program=guard_program().rstrip("\n"),
-        image_guard_args=[shlex.quote(a) for a in slurm_guard_args(env)],
+        image_guard_args=[single_quoted(a) for a in slurm_guard_args(env)],
     )
 
 
