@@ -24,6 +24,11 @@ FIXED_OFFSETS: dict[str, int] = {
     "dashboard_agent_grpc": 6,  # --dashboard-agent-grpc-port
     "dashboard_agent_http": 7,  # --dashboard-agent-listen-port
     "metrics_export": 8,  # --metrics-export-port
+    # Head only, no `ray start` option: Prometheus servers on fixed ports of their own unless these
+    # variables say otherwise (AUTOSCALER_METRIC_PORT=44217, ray/autoscaler/_private/constants.py;
+    # DASHBOARD_METRIC_PORT=44227, ray/dashboard/consts.py; Ray 2.60), set by the lifecycle's ray_start_args.
+    "autoscaler_metrics": 9,  # AUTOSCALER_METRIC_PORT
+    "dashboard_metrics": 10,  # DASHBOARD_METRIC_PORT
 }
 # Worker processes take one port each from [WORKER_OFFSET, BLOCK_SIZE - 1] of the block.
 WORKER_OFFSET = 16
@@ -42,6 +47,8 @@ class RayPorts:
     dashboard_agent_grpc: int
     dashboard_agent_http: int
     metrics_export: int
+    autoscaler_metrics: int
+    dashboard_metrics: int
     min_worker: int
     max_worker: int
 

@@ -26,7 +26,9 @@ echo "submitted $script as job $job"
 last=""
 for _ in $(seq 1 600); do
   state=$(scontrol show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-  line=$(squeue -h -j "$job" -o "job %i %T on %N for %M" 2>/dev/null || true)
+  # Running: its nodes and time; pending: why (%R), never an empty node list.
+  line=$(squeue -h -j "$job" -o "%i|%T|%N|%M|%R" 2>/dev/null | awk -F'|' \
+    '$3 != "" {print "job " $1 " " $2 " on " $3 " for " $4; next} {print "job " $1 " " $2 " " $5}' || true)
   [ -n "$line" ] || line="job $job $state"
   if [ -t 1 ]; then
     printf '\r\033[K%s' "$line"

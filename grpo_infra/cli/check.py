@@ -14,13 +14,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..check import Violation, violations, warnings
-from ..spec import Environment
-from .common import CHECK_FAILED, RootOption, console, err_console, fail, load
+from ..check.launcher_rules import shared_host_violations
+from ..spec import Environment, SpecError, list_stacks, load_stack
+from .common import CHECK_FAILED, RootOption, console, err_console, fail, load, project_root
+
+# `severity` of an entry of `check --json`: a violation fails the check, a warning never does.
+ERROR, WARNING = "error", "warning"
 
 
 def check(
     stack: Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the violations as a JSON list.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print violations and warnings as one JSON list, each with its `severity`."),
+    ] = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Print how each node's size becomes the worker's request.")
     ] = False,
@@ -40,14 +47,19 @@ def check(
     nodes = _cluster_nodes(env, kubeconfig)
     if explain:
         _explain(env, nodes, err_console if as_json else console)
-    # Warnings go to stderr in both forms, so `--json`'s stdout stays the list of violations alone.
-    for warning in warnings(env):
+    found = _violations(env, nodes) + shared_host_violations(env, other_stacks(stack, root))
+    cautions = warnings(env)
+    # Warnings also go to stderr as one line each, in both forms; only violations fail the check.
+    for warning in cautions:
         err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     if as_json:
-        found = _violations(env, nodes)
-        sys.stdout.write(json.dumps([asdict(v) for v in found], indent=2) + "\n")
+        report = [{**asdict(v), "severity": ERROR} for v in found]
+        report += [{**asdict(w), "severity": WARNING} for w in cautions]
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
-    refuse_if_infeasible(stack, env, nodes)
+    if found:
+        err_console.print(violation_table(stack, found))
+        raise typer.Exit(CHECK_FAILED)
     gang = env.gang
     console.print(
         f"{stack}: feasible — gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) "
@@ -107,3 +119,18 @@ def violation_table(stack: str, found: list[Violation]) -> Table:
     for v in found:
         table.add_row(*(escape(cell) for cell in (v.rule, v.where, v.message, v.by)))
     return table
+
+
+def other_stacks(stack: str, root: Path | None) -> dict[str, Environment]:
+    """The project's other stacks that load: their jobs may share this stack's hosts. A stack that does not
+    load is its own `check`'s business, not this one's."""
+    project = project_root(root)
+    out = {}
+    for name in list_stacks(project):
+        if name == stack:
+            continue
+        try:
+            out[name] = load_stack(name, project).environment
+        except SpecError:
+            continue
+    return out

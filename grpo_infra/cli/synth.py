@@ -48,8 +48,10 @@ def unwritable_because(target: Path, exc: OSError) -> str:
 
 
 def summary(stack: str, files: dict[str, str], where: Path) -> None:
-    """A table of what was written, by part."""
-    table = Table(title=f"{stack} → {where}")
+    """A line naming where the files went, then a table of them by part. The line is not the table's
+    title: rich wraps a title to the table's width, which broke a long path into three lines."""
+    console.print(f"{stack} → {where}", highlight=False, soft_wrap=True)
+    table = Table()
     for column in ("part", "files", "bytes"):
         table.add_column(column, justify="left" if column == "part" else "right")
     parts: dict[str, list[str]] = {}

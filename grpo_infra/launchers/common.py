@@ -1,9 +1,8 @@
-"""What every launcher shares: the node functions (ports, address, environment, Ray start, readiness,
-stop) and the job's entrypoint (fabric gate, then verl), each from the rule the Slurm and Kubernetes
-targets already use.
+"""What every launcher shares: the node functions and the job's entrypoint (fabric gate, then verl),
+each from the rule the Slurm and Kubernetes targets already use.
 
-- ports: `grpo_infra.ports` through `slurmgen.sbatch.port_vars`, the same shell variables as the sbatch;
-- readiness: the sbatch's barrier program (`slurmgen/ray_ready.py`), counting the gang's nodes and GPUs;
+- the Ray node lifecycle (ports, address and NCCL/Gloo interfaces, `ray start` options, readiness
+  barrier, stop): `grpo_infra.lifecycle.library`, the same text the sbatch embeds;
 - environment: `fabric.nccl_env` for the pool, the spec's `job.env`, `debug.debug_env`;
 - entrypoint: `preflight.gate.gate_command` (the gate the RayJob runs) and `verl.shell_command`.
 """
@@ -17,10 +16,9 @@ import yaml
 
 from .. import debug, verl
 from ..fabric import nccl_env
-from ..ports import BLOCK_SIZE, block_count
+from ..lifecycle import library, shell_templates
 from ..preflight.gate import gate_command
-from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, port_vars, single_quoted
-from ..slurmgen.templates import shell_templates
+from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, single_quoted
 from ..spec import Environment
 from ..spec.slurm import PortRange
 
@@ -44,23 +42,19 @@ def job_environment(env: Environment, interface: str | None) -> list[tuple[str, 
 
 
 def node_functions(env: Environment, ports: PortRange, interface: str | None) -> str:
-    """The shell functions every launcher's node script starts with."""
+    """The shell functions every launcher's node script starts with: the lifecycle's, then the launchers'.
+
+    The dashboard is on by default here: `ray job submit` goes through it."""
     return render_template(
-        "ray_node.sh.j2",
-        port_start=ports.start,
-        port_end=ports.end,
-        port_blocks=block_count(ports.start, ports.end),
-        block_size=BLOCK_SIZE,
-        port_vars=port_vars(),
+        "launcher_node.sh.j2",
+        lifecycle=library(ports, dashboard_default=1, debug_start_args=debug.ray_start_args(env)),
         exports=[(name, single_quoted(value)) for name, value in job_environment(env, interface)],
         # Double quotes: the log directory is the node's own, expanded on the node.
         debug_exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NODE_LOG_DIR)],
         debug_check=debug.DEBUGPY_CHECK if debug.needs_debugpy(env) else None,
         debug_warning=debug.warning(env),
-        debug_start_args=debug.ray_start_args(env),
         secrets=[s.env for s in env.job.secrets],
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
-        ready_program=READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
         nodes=env.gang.nodes,
         world_size=env.gang.world_size,
     ).rstrip("\n")

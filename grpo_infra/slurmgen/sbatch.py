@@ -1,5 +1,8 @@
 """The GRPO sbatch script: the exact gang, a job-private Ray cluster, a readiness barrier, verl.
 
+The Ray node lifecycle (ports, address, start, barrier, stop) is grpo_infra/lifecycle's library, embedded
+whole; `slurm/grpo_job.sh.j2` holds how the steps run on the allocation, `slurm/grpo.sbatch.j2` the job.
+
 Every value the script needs is computed here and shell-quoted; the template only lays it out.
 The script takes the gang's shape from the allocation at run time (SLURM_JOB_NUM_NODES,
 SLURM_GPUS_ON_NODE), so verl's `trainer.nnodes` / `trainer.n_gpus_per_node` always match what
@@ -10,13 +13,12 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import debug, verl
 from ..deadline import EXPIRATION_VARIABLE
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
-from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
+from ..lifecycle import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, PortVar, library, port_vars
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
@@ -25,38 +27,20 @@ from ..spec.slurm import Container
 from .conf import gres_request
 from .templates import render_template
 
+# The lifecycle's names the launchers and tests take from here too.
+__all__ = ["DEFAULT_READY_TIMEOUT_S", "READY_PROGRAM", "PortVar", "port_vars", "sbatch", "single_quoted"]
+
 # Seconds before the time limit at which Slurm sends USR1 to the batch shell (stop Ray, requeue).
 SIGNAL_BEFORE_LIMIT_S = 120
-# Seconds the readiness barrier waits for every node and GPU; GRPO_RAY_READY_TIMEOUT overrides it.
-DEFAULT_READY_TIMEOUT_S = 300
 # Shell variables holding the allocation's shape, substituted for the two derived overrides.
 NNODES_VAR = "SLURM_JOB_NUM_NODES"
 GPUS_PER_NODE_VAR = "gpus_per_node"
-READY_PROGRAM = Path(__file__).with_name("ray_ready.py")
 # The fabric verdict on nccl-tests output; the job's Python must import grpo_infra (docs/slurm.md).
 VERDICT_COMMAND = ("python3", "-m", "grpo_infra.cli", "nccl", "verdict")
 # Options of the in-job gate that `grpo-infra nccl verdict` takes too, with the same meaning.
 VERDICT_OPTIONS = frozenset({"--fabric", "--gpus-per-node", "--nodes", "--expected-busbw", "--fraction"})
 # Gate options whose value is the allocation's shape at run time, as for verl's overrides.
 ALLOCATION_OPTIONS = {"--nodes": f'"${NNODES_VAR}"', "--gpus-per-node": f'"${GPUS_PER_NODE_VAR}"'}
-
-
-@dataclass(frozen=True)
-class PortVar:
-    """One shell variable of the port block: `GRPO_RAY_<NAME>_PORT=$(( base + offset ))`."""
-
-    name: str
-    offset: int
-
-
-def port_vars() -> list[PortVar]:
-    """The port block's shell variables, from the one rule in grpo_infra/ports.py."""
-    fixed = [PortVar(f"GRPO_RAY_{name.upper()}_PORT", offset) for name, offset in FIXED_OFFSETS.items()]
-    return [
-        *fixed,
-        PortVar("GRPO_RAY_MIN_WORKER_PORT", WORKER_OFFSET),
-        PortVar("GRPO_RAY_MAX_WORKER_PORT", BLOCK_SIZE - 1),
-    ]
 
 
 def verl_words(env: Environment) -> list[str]:
@@ -214,13 +198,8 @@ def sbatch(env: Environment) -> str:
         time_limit=slurm.time_limit,
         signal_secs=SIGNAL_BEFORE_LIMIT_S,
         interface=shlex.quote(slurm.interface),
-        port_start=slurm.ray_ports.start,
-        port_end=slurm.ray_ports.end,
-        port_blocks=block_count(slurm.ray_ports.start, slurm.ray_ports.end),
-        block_size=BLOCK_SIZE,
-        port_vars=port_vars(),
+        lifecycle=library(slurm.ray_ports, dashboard_default=0, debug_start_args=debug.ray_start_args(env)),
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
-        ready_program=READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
         exports=[(name, single_quoted(value)) for name, value in job_environment(env).items()],
         secrets=[s.env for s in job.secrets],
         checkpoint_dir=shlex.quote(job.checkpoint.dir),
@@ -235,7 +214,7 @@ def sbatch(env: Environment) -> str:
         expiration_variable=EXPIRATION_VARIABLE,
         save_freq=job.checkpoint.save_freq,
         image_guard_program=guard_program().rstrip("\n"),
-        image_guard_args=[shlex.quote(a) for a in slurm_guard_args(env)],
+        image_guard_args=[single_quoted(a) for a in slurm_guard_args(env)],
     )
 
 

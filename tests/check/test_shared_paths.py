@@ -73,8 +73,10 @@ def test_check_prints_the_warning_and_exits_zero(tmp_path) -> None:
     result = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "[slurm-path-shared]" in result.output
-    # --json: the same warnings on stderr, and stdout still the JSON list of violations alone.
+    # --json: the same warnings on stderr, and in the JSON list with severity "warning" (no violation).
     as_json = CliRunner().invoke(app, ["check", "onprem-slurm", "--root", str(tmp_path), "--json"])
     assert as_json.exit_code == 0, as_json.output
-    assert json.loads(as_json.stdout) == []
+    report = json.loads(as_json.stdout)
+    assert {v["severity"] for v in report} == {"warning"}
+    assert "slurm-path-shared" in {v["rule"] for v in report}
     assert "warning:" in as_json.stderr and "[slurm-path-shared]" in as_json.stderr

@@ -69,6 +69,9 @@ def test_skypilot_accepts_the_gke_dev_task(tmp_path: Path) -> None:
     # Secrets by name only: the values come from `sky launch --secret NAME`.
     assert raw["secrets"] == {"WANDB_API_KEY": None, "RAY_AUTH_TOKEN": None}
     assert "trainer.nnodes=2" in raw["run"] and "trainer.n_gpus_per_node=8" in raw["run"]
+    # On gke-dev's own Kueue-managed cluster, every pod SkyPilot creates carries the tenant's LocalQueue.
+    pod = result["cluster_config_overrides"]["kubernetes"]["pod_config"]
+    assert pod["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "dev"}
 
 
 def test_dstack_accepts_the_eks_prod_task_and_fleet(tmp_path: Path) -> None:
@@ -80,8 +83,9 @@ def test_dstack_accepts_the_eks_prod_task_and_fleet(tmp_path: Path) -> None:
     assert (task["type"], task["nodes"], task["gpu_name"], task["gpu_count"]) == ("task", 4, ["H100"], [8, 8])
     assert task["shell"] == "bash"
     assert task["env"]["FI_PROVIDER"] == "efa"
-    assert task["env"]["WANDB_API_KEY"] is None and task["env"]["HF_TOKEN"] is None
-    assert task["env"]["RAY_AUTH_TOKEN"] is None
+    # Secrets are dstack secrets: references only, filled from `dstack secret set NAME` at run time.
+    for name in ("WANDB_API_KEY", "HF_TOKEN", "RAY_AUTH_TOKEN"):
+        assert task["env"][name] == "${{ secrets." + name + " }}"
     assert task["ports"] == [20001]
     assert task["fleets"] == ["grpo-h100"]
     assert task["files"] == [["gate", "/opt/grpo-infra"]]

@@ -28,6 +28,8 @@ def skypilot(path: str) -> dict[str, Any]:
         "secret_names": sorted(task.secrets),
         "file_mounts": task.file_mounts,
         "run_is_str": isinstance(task.run, str),
+        # The task's `config:` (pod_config and the like), as SkyPilot hands it to provisioning.
+        "cluster_config_overrides": resources.cluster_config_overrides,
     }
 
 

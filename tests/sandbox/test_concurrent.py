@@ -49,6 +49,8 @@ def shared_variant(tmp: Path, name: str, gpus: int, cpus: int) -> Environment:
     environment["slurm"]["gres"]["files"] = f"/run/grpo-sandbox/dev/nvidia[0-{gpus - 1}]"
     pool = environment["pools"][0]
     pool["gpu"]["perNode"], pool["cpus"] = gpus, cpus
+    for layout in environment["slurm"].get("nodeLayouts", []):  # the layout must add up to the CPUs
+        layout["coresPerSocket"] = cpus // (layout.get("sockets", 1) * layout.get("threadsPerCore", 1))
     environment["tenants"][0]["gpuQuota"] = NODES * gpus
     path = tmp / "stacks" / f"Pulumi.{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """How the rendered sbatch stops one job's Ray on a node, run for real in bash (no Slurm needed).
 
-The sbatch's own functions (`ray_pids_under`, `stop_ray_under`) against real processes: a process
+The lifecycle's functions as the sbatch embeds them (`ray_pids_under`, `stop_ray_under`) against real processes: a process
 that renamed itself the way Ray's agents do and holds a log file under the job's temp dir, one whose
 command line names the dir, one that ignores TERM, and another job's process that must survive.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
+from tests.slurm.shell import functions
 from tests.slurm.variants import stack
 
 FUNCTIONS = ("log", "ray_pids_under", "still_running", "stop_ray_under")
@@ -25,17 +26,7 @@ FUNCTIONS = ("log", "ray_pids_under", "still_running", "stop_ray_under")
 
 def _functions() -> str:
     """The named functions of the rendered local-slurm sbatch, as bash source."""
-    lines = render_files(stack("local-slurm"))[SBATCH_PATH].splitlines()
-    out: list[str] = []
-    for name in FUNCTIONS:
-        start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}() {{"))
-        end = (
-            start
-            if lines[start].rstrip().endswith("}")
-            else next(i for i in range(start, len(lines)) if lines[i] == "}")
-        )
-        out += lines[start : end + 1]
-    return "\n".join(out)
+    return functions(render_files(stack("local-slurm"))[SBATCH_PATH], *FUNCTIONS)
 
 
 @pytest.fixture
@@ -112,8 +103,8 @@ def test_stop_finds_every_process_of_this_jobs_node_and_no_other(
     time.sleep(0.2)
     assert not _alive(agent) and not _alive(raylet) and not _alive(stubborn)
     assert _alive(neighbour)
-    lines = stop.stdout.splitlines()
-    assert len(lines) == 1, stop.stdout
+    lines = stop.stderr.splitlines()
+    assert len(lines) == 1, stop.stderr
     # The stubborn shell, and the `sleep` it may be running at that instant.
     assert re.search(
         r"this job's Ray on node1: [12] process\(es\) still running 2 s after TERM \(bash( sleep)?\); killing them$",

@@ -49,9 +49,9 @@ def test_pyxis_steps_share_one_named_container_per_node() -> None:
     # driver): all named.
     assert len(into_image) == 4
     assert any('--nodelist="$GRPO_RAY_HEAD_NODE"' in line for line in into_image)  # on_head attaches
-    # The host steps (addresses, container removal) run outside the image.
+    # The host steps (addresses, the sweep after a dead Ray step, container removal) run outside the image.
     on_host = [line for line in _srun_lines(script) if "container_srun_args" not in line]
-    assert len(on_host) == 2 and all("--gres=none" in line for line in on_host)
+    assert len(on_host) == 3 and all("--gres=none" in line for line in on_host)
 
 
 def test_requeued_job_finds_none_of_its_containers(tmp_path: Path) -> None:
@@ -93,24 +93,25 @@ def test_apptainer_binds_the_ray_temp_root_and_keeps_home_out() -> None:
 def test_node_addresses_are_resolved_on_the_host() -> None:
     script = _script(stack("onprem-slurm"))
     # The program each node runs inside the image has no way to resolve: it only looks its address up.
-    node_program = next(line for line in script.splitlines() if line.startswith("node_program="))
-    assert "resolve_address" not in node_program and "node_address" in node_program
+    ray_step = _function(script, "ray_step")
+    assert "ray_node_address" not in ray_step and "node_entry" in ray_step
     start = _function(script, "start_ray_node")
-    assert "ip -4" not in start and "resolve_address" not in start and 'node_address "$node"' in start
-    prepare = next(line for line in script.splitlines() if line.startswith("prepare_program="))
-    assert "resolve_address" in prepare and "prepare_node" in prepare
+    assert "ip -4" not in start and "ray_node_address" not in start and 'node_entry "$node"' in start
+    find = _function(script, "find_node_addresses")
+    assert "ray_node_address" in find and "prepare_node" in find and "--gres=none" in find
+    assert "container_srun_args" not in find
 
 
 def test_a_node_reads_its_own_address_from_the_hosts_answers() -> None:
     script = _script(stack("onprem-slurm"))
-    program = _function(script, "node_address") + 'node_address "$1"'
-    env = {**os.environ, "GRPO_RAY_NODE_ADDRESSES": "gpu001=10.1.0.1,gpu002=10.1.0.2,gpu010=10.1.0.10"}
+    program = _function(script, "node_entry") + 'node_entry "$1"'
+    env = {**os.environ, "GRPO_RAY_NODE_ADDRESSES": "gpu001=10.1.0.1/ib0,gpu002=10.1.0.2/ib0,gpu010=10.1.0.10/eth1"}
 
     def lookup(node: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "-c", program, "-", node], env=env, capture_output=True, text=True)
 
-    assert lookup("gpu002").stdout == "10.1.0.2\n"
-    assert lookup("gpu010").stdout == "10.1.0.10\n"
+    assert lookup("gpu002").stdout == "10.1.0.2/ib0\n"
+    assert lookup("gpu010").stdout == "10.1.0.10/eth1\n"
     assert lookup("gpu01").returncode == 1 and lookup("gpu01").stdout == ""
 
 
@@ -127,7 +128,9 @@ def test_verl_is_told_when_to_take_its_last_checkpoint(tmp_path: Path) -> None:
     squeue.write_text("#!/bin/bash\necho 2026-11-30T21:00:00\n")
     squeue.chmod(0o755)
     block = _checkpoint_block(_script(stack("onprem-slurm")))
-    program = "log() { :; }\n" + block + 'echo "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"\n'
+    program = (
+        "log() { :; }\n" + block + 'set_checkpoint_deadline\necho "$MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"\n'
+    )
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "7", "TZ": "UTC"}
     proc = subprocess.run(["bash", "-c", program], env=env, capture_output=True, text=True)
     end = datetime(2026, 11, 30, 21, 0, 0, tzinfo=UTC).timestamp()
@@ -140,7 +143,11 @@ def test_no_end_time_means_no_early_checkpoint(tmp_path: Path) -> None:
     squeue.write_text("#!/bin/bash\necho N/A\n")
     squeue.chmod(0o755)
     block = _checkpoint_block(_script(stack("onprem-slurm")))
-    program = 'log() { echo "$*"; }\n' + block + 'echo "[${MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP:-}]"\n'
+    program = (
+        'log() { echo "$*"; }\n'
+        + block
+        + 'set_checkpoint_deadline 2>&1\necho "[${MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP:-}]"\n'
+    )
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
     env.pop("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", None)
     proc = subprocess.run(["bash", "-c", program], env=env, capture_output=True, text=True)

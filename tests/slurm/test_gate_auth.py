@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from grpo_infra.image import guard_program
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
+from tests.slurm.shell import function
 from tests.slurm.variants import stack, variant
 
 DATA = Path(__file__).parents[1] / "preflight" / "data"
@@ -31,7 +33,8 @@ def _code(script: str) -> str:
 
 
 def _script(env: Environment) -> str:
-    return render_files(env)[SBATCH_PATH]
+    """The rendered sbatch without the image guard's embedded program (it names every tool it checks)."""
+    return render_files(env)[SBATCH_PATH].replace(guard_program().rstrip("\n"), "")
 
 
 def _block(script: str, name: str) -> str:
@@ -49,7 +52,9 @@ def _run_gate(
     """The rendered gate block in bash: `timeout` (wrapping srun) prints `fixture`, `on_head` runs or records.
 
     nccl: `run_fabric_gate`; gloo: the barrier started in the background, then its outcome awaited."""
-    block = _block(_script(env), "fabric gate")
+    script = _script(env)
+    block = _block(script, "fabric gate")
+    waiter = function(script, "wait_or_ray_step")
     run = "run_fabric_gate" if "run_fabric_gate()" in block else "start_fabric_gate barrier; finish_fabric_gate"
     harness = f"""
 log() {{ printf 'grpo [test] %s\\n' "$*"; }}
@@ -72,6 +77,9 @@ on_head() {{
   fi
   "$@"
 }}
+{waiter}
+sleep 60 >/dev/null 2>&1 & ray_step_pid=$!  # a Ray step that outlives the gate
+trap 'kill "$ray_step_pid"' EXIT
 {block}
 {run} || fail "not every node joined"
 log "training launched"
@@ -87,7 +95,7 @@ def _launched(tmp_path: Path) -> list[str]:
 def test_nccl_gate_runs_all_reduce_perf_on_every_gpu_before_ray(tmp_path: Path) -> None:
     env = stack("onprem-slurm")
     script = _script(env)
-    assert script.index("\nrun_fabric_gate\n") < script.index("\nray_step &\n")
+    assert script.index("\nrun_fabric_gate\n") < script.index("\nray_step\n")
     proc = _run_gate(env, tmp_path, nodes=2, gpus=8, fixture=str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     argv = _launched(tmp_path)
@@ -153,7 +161,7 @@ def test_gloo_gate_runs_the_ray_program_after_the_barrier_before_training(tmp_pa
     assert "all_reduce_perf" not in script and "--mpi=" not in script
     # The gate runs in the barrier's process, right after it: one interpreter, one Ray connection; it is
     # started with Ray and awaited once the GCS answered.
-    barrier = script.index('barrier=(python3 -c "$ready_program"')
+    barrier = script.index('barrier=(python3 -c "$ray_ready_program"')
     gate = script.index('\nstart_fabric_gate "${barrier[@]}"')
     assert barrier < gate < script.index("\nfinish_fabric_gate \\") < script.index('log "training launched')
     assert 'on_head "$@" --gate grpo_infra.preflight.ray_allreduce ' in script

@@ -12,29 +12,19 @@ from pydantic import ValidationError
 
 from grpo_infra.ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, RayPorts, block_count, ray_ports
 from grpo_infra.slurmgen import render_files
+from tests.slurm.shell import functions
 from tests.slurm.variants import SLURM_STACKS, stack, variant
-
-_BEGIN, _END = "# --- ray ports:", "# --- end ray ports ---"
-
-
-def _port_snippet(script: str) -> str:
-    lines = script.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(_BEGIN))
-    end = lines.index(_END)
-    return "\n".join(lines[start : end + 1])
 
 
 def _shell_ports(script: str, job_ids: list[int]) -> dict[int, RayPorts]:
     """Run the rendered port snippet with bash for every job id; read back every variable."""
     names = [f.name for f in fields(RayPorts)]
     shell_vars = [f"GRPO_RAY_{n.upper()}_PORT" for n in names]
-    body = _port_snippet(script)
     program = (
-        "for SLURM_JOB_ID in "
+        functions(script, "log", "fail", "ray_port_block")
+        + "for SLURM_JOB_ID in "
         + " ".join(map(str, job_ids))
-        + "; do\n"
-        + body
-        + "\n"
+        + '; do\n  ray_port_block "$SLURM_JOB_ID"\n'
         + '  echo "$SLURM_JOB_ID '
         + " ".join(f"${v}" for v in shell_vars)
         + '"\n'

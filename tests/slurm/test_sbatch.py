@@ -135,10 +135,10 @@ def test_gang_shape_comes_from_the_allocation() -> None:
 def test_ray_is_job_private_and_bound_to_the_chosen_address() -> None:
     script = _code(_script(stack("local-slurm")))
     assert "ray stop" not in script
-    assert '--dashboard-host="$node_addr"' in script and '--node-ip-address="$node_addr"' in script
-    assert "0.0.0.0" not in script
-    assert '--temp-dir="$temp_dir"' in script and 'temp_dir="$GRPO_RAY_TMP_ROOT/$node"' in script
-    assert '--num-cpus="$cpus" --num-gpus="$gpus"' in script
+    assert '--dashboard-host="${GRPO_RAY_DASHBOARD_HOST:-$addr}"' in script and '--node-ip-address="$addr"' in script
+    assert "--dashboard-host=0.0.0.0" not in script
+    assert '--temp-dir="$temp_dir"' in script and '"$GRPO_RAY_TMP_ROOT/$node"' in script
+    assert '--num-cpus="$cpus"' in script and '--num-gpus="$gpus"' in script
     assert "export RAY_USAGE_STATS_ENABLED=0" in script
     assert "trap finish EXIT" in script and "stop_job_ray\n" in script and "trap on_time_limit USR1" in script
     assert "scontrol show hostnames" in script
@@ -181,6 +181,6 @@ def test_container_runtimes() -> None:
 
 def test_readiness_barrier_is_the_shipped_program() -> None:
     script = _script(stack("local-slurm"))
-    program = (Path(__file__).parents[2] / "grpo_infra" / "slurmgen" / "ray_ready.py").read_text()
+    program = (Path(__file__).parents[2] / "grpo_infra" / "lifecycle" / "ray_ready.py").read_text()
     assert program.rstrip("\n") in script
     assert "joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs" in program

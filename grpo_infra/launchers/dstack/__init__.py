@@ -2,8 +2,9 @@
 
 Field names and meanings from dstack 0.22.5 (dstack/_internal/core/models/configurations.py
 TaskConfiguration, fleets.py FleetConfiguration, resources.py GPUSpec `NAME:COUNT`):
-`type: task`, `nodes`, `image`, `env` (a name without `=value` is taken from the shell running
-`dstack apply`, so secrets never enter the file), `commands`, `ports` (forwarded to localhost by an
+`type: task`, `nodes`, `image`, `env` (`NAME=${{ secrets.NAME }}` takes the value of the project's secret
+NAME, set once with `dstack secret set NAME VALUE`: the value never enters the file, the shell or the run's
+configuration; dstack.ai/docs/concepts/secrets, dstack 0.19.17+), `commands`, `ports` (forwarded to localhost by an
 attached `dstack apply`), `resources.{gpu, shm_size}`, `files` (local paths relative to the
 configuration's directory), `fleets`, and `shell`: with a custom `image` dstack runs the commands with
 /bin/sh unless `shell` is set (jobs/configurators/base.py `_shell`), and the node script is bash.
@@ -27,6 +28,16 @@ GATE_DIR = "/opt/grpo-infra"
 TOKEN_SECRET = "RAY_AUTH_TOKEN"
 
 
+def secret_names(env: Environment) -> list[str]:
+    """The job's secrets and the run's Ray token, each a dstack secret of the same name."""
+    return [*(s.env for s in env.job.secrets), TOKEN_SECRET]
+
+
+def secret_reference(name: str) -> str:
+    """`NAME=${{ secrets.NAME }}`: dstack fills the value from its secret store when the run starts."""
+    return f"{name}=${{{{ secrets.{name} }}}}"
+
+
 def _gpu(env: Environment) -> str:
     assert env.launchers is not None and env.launchers.dstack is not None
     return f"{env.launchers.dstack.gpu_name}:{env.gang.gpus_per_node}"
@@ -37,7 +48,7 @@ def task(env: Environment) -> dict[str, Any]:
     assert env.launchers is not None and env.launchers.dstack is not None
     spec = env.launchers.dstack
     plain = [f"{name}={value}" for name, value in job_environment(env, spec.interface)]
-    secrets = [*(s.env for s in env.job.secrets), TOKEN_SECRET]
+    secrets = [secret_reference(name) for name in secret_names(env)]
     resources: dict[str, Any] = {"gpu": _gpu(env)}
     if spec.shm_size_gib is not None:
         resources["shm_size"] = f"{spec.shm_size_gib}GB"
@@ -98,10 +109,10 @@ def render_files(env: Environment) -> dict[str, str]:
     """`dstack/task.dstack.yml`, the fleet when declared, and the gate's package the task ships."""
     if env.launchers is None or env.launchers.dstack is None:
         return {}
-    secrets = [*(s.env for s in env.job.secrets), TOKEN_SECRET]
     header = (
         f"# GRPO job {env.job.name} as a dstack task. Rendered by grpo-infra; edit the stack, not this file.\n"
-        f"# Export {', '.join(secrets)} (never written here), then:  dstack apply -f task.dstack.yml\n"
+        f"# Once per project, `dstack secret set NAME VALUE` for {', '.join(secret_names(env))} (the values never\n"
+        "# enter this file; RAY_AUTH_TOKEN: 64 random hex digits), then:  dstack apply -f task.dstack.yml\n"
     )
     files = {TASK: dump_yaml(header, task(env))}
     fleet_doc = fleet(env)

@@ -6,6 +6,12 @@ disk_size, ports}`, `envs`, `secrets` (a null value is filled from `sky launch -
 launching shell, and is not stored in the task), `file_mounts` (local sources resolved from the directory
 `sky launch` runs in, which must exist), `setup`, `run`; and the variables SkyPilot sets for `run` on every
 node: SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS (one per line, head first), SKYPILOT_NUM_GPUS_PER_NODE.
+
+On a Kubernetes cluster whose gang admission is Kueue's (the stack's own target), the task's `config`
+(SkyPilot's per-task override of ~/.sky/config.yaml: `kubernetes.pod_config`, merged into every pod
+SkyPilot creates; docs.skypilot.co/en/v0.14.1/reference/config.html#kubernetes-pod-config) labels the pods
+with the tenant's LocalQueue (`kueue.x-k8s.io/queue-name`), so Kueue counts them against the tenant's quota
+like the RayJob's (kueue.sigs.k8s.io/docs/tasks/run/plain_pods: needs Kueue's `pod` integration).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...image import image_reference
+from ...k8s.operators import uses_kueue
+from ...k8s.rayjob import QUEUE_LABEL
 from ...ports import ray_ports
 from ...spec import Environment
 from ..common import cloud_node_script, dump_yaml, gate_package_files, job_environment
@@ -56,6 +64,9 @@ def task(env: Environment) -> dict[str, Any]:
     }
     if env.job.preflight.nccl.enabled:
         document["file_mounts"] = {GATE_DIR: "gate"}
+    queue = kueue_pod_config(env)
+    if queue is not None:
+        document["config"] = queue
     document["setup"] = SETUP
     document["run"] = cloud_node_script(
         env,
@@ -71,6 +82,16 @@ def task(env: Environment) -> dict[str, Any]:
         dashboard_loopback=not sky.expose_dashboard,
     )
     return document
+
+
+def kueue_pod_config(env: Environment) -> dict[str, Any] | None:
+    """SkyPilot's pod config labelling the run's pods with the tenant's Kueue queue, when SkyPilot runs on
+    the stack's own Kueue-managed cluster; None elsewhere (a cloud, or Volcano)."""
+    assert env.launchers is not None and env.launchers.skypilot is not None
+    if env.target != "kubernetes" or not env.launchers.skypilot.infra.startswith("k8s") or not uses_kueue(env):
+        return None
+    queue = env.tenant(env.job.tenant).queue
+    return {"kubernetes": {"pod_config": {"metadata": {"labels": {QUEUE_LABEL: queue}}}}}
 
 
 def render_files(env: Environment) -> dict[str, str]:

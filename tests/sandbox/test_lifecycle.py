@@ -1,0 +1,85 @@
+"""Two promises of the lifecycle on real daemons: every port a running job's Ray listens on lies inside the
+job's port block (the dashboard's API server included), and a resumed run that exits 0 without a new
+training step FAILS instead of COMPLETING (grpo_infra/lifecycle, docs/slurm.md)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_infra.sandbox import jobs
+from grpo_infra.sandbox.cluster import which
+from grpo_infra.sandbox.plan import Plan
+
+pytestmark = pytest.mark.sandbox
+
+
+def _listening(namespace: str) -> dict[int, set[int]]:
+    """pid -> the TCP ports it listens on, in one node's network namespace (`ss -ltnp`)."""
+    out = subprocess.run(
+        [which("nsenter") or "nsenter", f"--net=/run/netns/{namespace}", "ss", "-Hltnp"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found: dict[int, set[int]] = {}
+    for line in out.splitlines():
+        port = int(line.split()[3].rsplit(":", 1)[1])
+        for pid in re.findall(r"pid=(\d+)", line):
+            found.setdefault(int(pid), set()).add(port)
+    return found
+
+
+def test_every_port_a_running_jobs_ray_listens_on_is_in_its_block(local_sandbox: Plan, workdir: Path) -> None:
+    checkpoints = Path(local_sandbox.env.job.checkpoint.dir) / "ports"
+    entrypoint = jobs.probe_command(checkpoints, steps=3, step_seconds=4.0)
+    job = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": entrypoint}, cwd=workdir)
+    deadline = time.monotonic() + 240
+    while "training launched" not in jobs.output(job):
+        assert time.monotonic() < deadline, jobs.output(job)[-3000:]
+        assert jobs.job_state(job) not in jobs.FINAL_STATES, jobs.output(job)[-3000:]
+        time.sleep(0.2)
+    time.sleep(3)  # the probe's tasks run: the workers Ray started for them listen too
+    block = re.search(r"Ray ports (\d+)-(\d+) ", jobs.output(job))
+    assert block is not None
+    low, high = int(block[1]), int(block[2])
+    ray = jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}")
+    outside, seen = [], 0
+    for node in local_sandbox.nodes:
+        for pid, ports in _listening(node.namespace).items():
+            if pid not in ray:
+                continue
+            seen += len(ports)
+            outside += [(node.name, port, ray[pid][:80]) for port in sorted(ports) if not low <= port <= high]
+    assert jobs.wait_for_state(job, timeout=180) == "COMPLETED", jobs.output(job)[-3000:]
+    assert seen >= 3 * 5, "too few listening sockets seen to judge"  # raylet, object manager, agents, ...
+    assert outside == [], f"ports outside the job's block {low}-{high}: {outside}"
+
+
+def _probe(steps: int) -> str:
+    """The probe training to `steps` in the job's own checkpoint directory (where the sbatch looks)."""
+    probe = [sys.executable, "-m", "grpo_infra.sandbox.probe", "--steps", str(steps)]
+    return shlex.join(probe) + ' --checkpoint-dir "$GRPO_CHECKPOINT_DIR"'
+
+
+def test_a_resumed_run_that_exits_0_without_a_new_step_fails(local_sandbox: Plan, workdir: Path) -> None:
+    first = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(2)}, cwd=workdir)
+    assert jobs.wait_for_state(first, timeout=240) == "COMPLETED", jobs.output(first)[-3000:]
+    # The same run again: it resumes at step 2 of 2 and exits 0 having trained nothing.
+    again = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(2)}, cwd=workdir)
+    state = jobs.wait_for_state(again, timeout=240)
+    output = jobs.output(again)
+    assert state == "FAILED", output[-3000:]
+    assert "training command exited with status 0" in output
+    assert (
+        "ERROR: the run resumed at step 2 and exited 0 without saving a newer step (now 2): it did not train"
+    ) in output, output[-3000:]
+    assert output.rstrip().endswith("outcome: FAILED: the run resumed at step 2 and exited 0 without saving a "
+                                    "newer step (now 2): it did not train")  # fmt: skip
+    # One more step to go: the resumed run advances and COMPLETES.
+    third = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(3)}, cwd=workdir)
+    assert jobs.wait_for_state(third, timeout=240) == "COMPLETED", jobs.output(third)[-3000:]
