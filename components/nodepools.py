@@ -16,6 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from grpo_infra import nodepools as render
+from grpo_infra.nodepools.capacity_blocks import scheduled_actions, utc_now
 from grpo_infra.spec import Environment
 from grpo_infra.spec.load import stack_source
 from grpo_infra.spec.pools import Pool
@@ -46,10 +47,29 @@ class EksGpuNodeGroupArgs:
 
     node_group: dict[str, Any]
     launch_template: dict[str, Any] | None
+    # A Capacity Block's scheduled actions on the node group's Auto Scaling group (none otherwise).
+    schedule: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, env: Environment, pool: Pool) -> EksGpuNodeGroupArgs:
-        return cls(render.node_group_args(env, pool), render.launch_template_args(env, pool))
+        now = utc_now()
+        return cls(
+            render.node_group_args(env, pool, now),
+            render.launch_template_args(env, pool),
+            tuple(scheduled_actions(pool, now)),
+        )
+
+
+def _autoscaling_group_name(resources: Any) -> str | None:
+    """The Auto Scaling group EKS made for a managed node group (its `resources[0].autoscalingGroups[0]`)."""
+    if not resources:
+        return None
+    first = resources[0]
+    groups = first.get("autoscaling_groups") if isinstance(first, dict) else first.autoscaling_groups
+    if not groups:
+        return None
+    group = groups[0]
+    return group.get("name") if isinstance(group, dict) else group.name
 
 
 class EksGpuNodeGroup(pulumi.ComponentResource):
@@ -68,7 +88,18 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 # The version the template has once created (an integer; EKS wants it as a string).
                 "version": self.launch_template.latest_version.apply(lambda v: None if v is None else str(int(v))),
             }
-        self.node_group = aws.eks.NodeGroup(name, opts=child, **node_group)
+        # On a Capacity Block the desired size belongs to the scheduled actions: `pulumi up` never resets it.
+        ignore = ["scalingConfig.desiredSize"] if args.schedule else []
+        self.node_group = aws.eks.NodeGroup(
+            name, opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore), **node_group
+        )
+        group_name = self.node_group.resources.apply(_autoscaling_group_name)
+        self.schedules = [
+            aws.autoscaling.Schedule(
+                action["scheduled_action_name"], opts=child, autoscaling_group_name=group_name, **action
+            )
+            for action in args.schedule
+        ]
         self.register_outputs(
             {
                 "nodeGroupName": self.node_group.node_group_name,

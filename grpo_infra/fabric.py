@@ -20,6 +20,11 @@ def nccl_env(pool: Pool, interface: str | None = None) -> list[tuple[str, str]]:
     if fabric.kind == "efa":
         # libfabric's EFA provider through the aws-ofi-nccl plugin, with GPUDirect RDMA.
         env += [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1"), ("FI_EFA_FORK_SAFE", "1")]
+        # NCCL_NET names the one network NCCL may use, so a plugin that fails to load is an error instead of a
+        # silent fall back to sockets (NCCL docs, env.html#nccl-net). aws-ofi-nccl up to 1.11 calls itself
+        # "AWS Libfabric"; later releases call themselves "Libfabric" and still answer to the old name
+        # (aws/aws-ofi-nccl#530).
+        env.append(("NCCL_NET", "AWS Libfabric"))
     elif fabric.kind in ("infiniband", "roce"):
         env += [("NCCL_IB_DISABLE", "0"), ("NCCL_IB_HCA", "=" + ",".join(fabric.hcas))]
         if fabric.kind == "roce":

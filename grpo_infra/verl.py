@@ -60,10 +60,21 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("trainer.default_local_dir", job.checkpoint.dir),
         ("trainer.save_freq", job.checkpoint.save_freq),
         ("trainer.resume_mode", job.checkpoint.resume),
+        *retention_overrides(env),
     ]
     pairs += attention_override(env)
     pairs += sorted(job.overrides.items())
     return pairs
+
+
+def retention_overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """How many checkpoints verl keeps: `checkpoint.keep` for the actor and the critic (verl 0.9.1
+    trainer/config/ppo_trainer.yaml `max_actor_ckpt_to_keep` / `max_critic_ckpt_to_keep`, default null = all;
+    ray_trainer.py `_save_checkpoint` deletes the oldest beyond it); none when every one is kept."""
+    keep = env.job.checkpoint.keep
+    if keep is None:
+        return []
+    return [("trainer.max_actor_ckpt_to_keep", keep), ("trainer.max_critic_ckpt_to_keep", keep)]
 
 
 # verl 0.9.1 reads the attention implementation from the model's override_config, default

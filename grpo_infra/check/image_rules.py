@@ -31,6 +31,7 @@ def image_violations(env: Environment) -> list[Violation]:
         *_engine(env),
         *_ray(env),
         *_efa(env),
+        *_rdma(env),
         *_gate_tools(env),
         *_pyxis_digest(env),
         *_overrides(env),
@@ -217,6 +218,26 @@ def _efa(env: Environment) -> list[Violation]:
             )
         ]
     return []
+
+
+def _rdma(env: Environment) -> list[Violation]:
+    # NCCL's IB transport (InfiniBand and RoCE) opens libibverbs and its providers; without them it falls
+    # back to TCP sockets (NVIDIA/nccl src/misc/ibvsymbols.cc). A build installs them for such a pool; a
+    # prebuilt image must say it has them, and no image may say it lacks them there.
+    pool, contents = env.gang.pool, env.image.contents
+    if pool.fabric.kind not in ("infiniband", "roce"):
+        return []
+    built_with_it = env.image.build is not None and contents.rdma is not False
+    if built_with_it or contents.rdma:
+        return []
+    return [
+        Violation(
+            "image-rdma",
+            f"{CONTENTS}.rdma",
+            f"pool {pool.name} talks {pool.fabric.kind} but the image does not declare the RDMA verbs userspace "
+            "(rdma-core, libibverbs1, ibverbs-providers): NCCL falls back to TCP sockets; install it and set rdma: true",
+        )
+    ]
 
 
 def _gate_tools(env: Environment) -> list[Violation]:

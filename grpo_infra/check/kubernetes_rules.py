@@ -12,7 +12,7 @@ from typing import Any
 
 from ..k8s import objects
 from ..k8s.allocatable import Allocatable, UnknownMachine, extra_reserve, head_allocatable, pool_allocatable
-from ..k8s.network import SOCKET_VARIABLES, host_ports, socket_interfaces
+from ..k8s.network import SOCKET_VARIABLES, host_ports, link_local, socket_interfaces
 from ..k8s.placement import parse_quantity
 from ..k8s.pod_security import ENFORCE_LABEL, LEVELS, baseline_failures, job_pods, pod_level, restricted_failures
 from ..spec import ENVIRONMENT_KEY, Environment
@@ -43,6 +43,8 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
         out += _head_fit(env, job)
         out += _paths_on_volumes(env, job)
         out += _socket_interfaces(env, job)
+        out += _link_local_interfaces(env, job)
+        out += _device_host_paths(env, job)
         out += _ttl(env, job)
         out += _resources_provided(env, job)
         out += _pod_security(env, job, [o for o in rendered if o["kind"] == "Namespace"])
@@ -51,6 +53,8 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
     out += _head_pool_capacity(env)
     out += _eks_topology(env)
     out += _host_ports(env)
+    out += _capacity_block_walltime(env)
+    out += _gke_driver(env)
     return out
 
 
@@ -397,3 +401,105 @@ def _host_ports(env: Environment) -> list[Violation]:
             f"{high - low + 1} ports",
         )
     ]
+
+
+def _capacity_block_walltime(env: Environment) -> list[Violation]:
+    """On a Capacity Block the job's walltime (`rayJob.activeDeadlineSeconds`) fits the block's usable window:
+    from its start to the scale-in before its end. EC2 terminates the block's instances at its end
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); a longer job is cut off
+    and, with no bound at all, never told it must stop."""
+    from ..nodepools.capacity_blocks import block_of
+
+    assert env.kubernetes is not None
+    block = block_of(env.gang.pool)
+    if block is None:
+        return []
+    window = int((block.scale_in_at - block.start).total_seconds())
+    walltime = env.kubernetes.ray_job.active_deadline_seconds
+    if walltime is not None and walltime <= window:
+        return []
+    asked = "no walltime (activeDeadlineSeconds: null)" if walltime is None else f"a walltime of {walltime} s"
+    return [
+        Violation(
+            "capacity-block-walltime",
+            f"{K8S}.rayJob.activeDeadlineSeconds",
+            f"the job has {asked}, but Capacity Block {env.gang.pool.eks.capacity_reservation_id} gives "  # type: ignore[union-attr]
+            f"{window} s from its start to the scale-in {block.scale_in_minutes} min before its end: set "
+            f"activeDeadlineSeconds to at most {window}",
+            "" if walltime is None else f"{walltime - window} s",
+        )
+    ]
+
+
+def _link_local_interfaces(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME never name a link-local interface (`lo`, `docker*`, `veth*`,
+    EKS's `pod-id-link0`): no other node reaches it, so NCCL's bootstrap hangs instead of failing
+    (aws-samples/aws-do-eks #54, #63; `grpo_infra.k8s.network.LINK_LOCAL_PREFIXES`). An exclusion list (`^...`)
+    is what keeps them out."""
+    out = []
+    for role, pod in job_pods(job).items():
+        for container in pod.get("containers", []):
+            for var in container.get("env", []):
+                value = var.get("value")
+                if var["name"] not in SOCKET_VARIABLES or value is None or value.startswith("^"):
+                    continue
+                named = [n for n in value.lstrip("=").split(",") if n and link_local(n)]
+                if named:
+                    index = next((i for i, p in enumerate(env.pools) if set(named) & set(p.fabric.interfaces)), None)
+                    where = f"{ENV}.pools[{index}].fabric.interfaces" if index is not None else f"{ENV}.job.env"
+                    if env.kubernetes is not None and env.kubernetes.network.interface in named:
+                        where = f"{K8S}.network.interface"
+                    out.append(
+                        Violation(
+                            "socket-interface-link-local",
+                            where,
+                            f"the {role} pod sets {var['name']}={value}: {', '.join(named)} is link-local, no other "
+                            "node reaches it and NCCL's bootstrap hangs; name the node's routable interface",
+                        )
+                    )
+    return out
+
+
+def _device_host_paths(env: Environment, job: dict[str, Any]) -> list[Violation]:
+    """No Ray pod mounts a device directory from the host (`/dev/infiniband`, ...): the device plugin hands the
+    pod its own devices, and on EKS a `/dev/infiniband` hostPath beside the EFA device plugin's devices breaks
+    EFA, after which NCCL falls back to sockets (aws-samples/aws-do-eks #54, #63)."""
+    out = []
+    for role, pod in job_pods(job).items():
+        for volume in pod.get("volumes", []):
+            path = volume.get("hostPath", {}).get("path", "")
+            if path == "/dev" or path.startswith("/dev/"):
+                declared = [v.name for v in env.kubernetes.volumes] if env.kubernetes is not None else []
+                index = f"[{declared.index(volume['name'])}]" if volume["name"] in declared else ""
+                out.append(
+                    Violation(
+                        "device-hostpath",
+                        f"{K8S}.volumes{index}",
+                        f"the {role} pod mounts the host's {path} (volume {volume['name']}): devices come from the "
+                        "pool's device plugin (`fabric.resource`); drop the hostPath",
+                    )
+                )
+    return out
+
+
+def _gke_driver(env: Environment) -> list[Violation]:
+    """A GKE pool does not ask for GKE's DEFAULT driver when the image's CUDA needs a newer branch
+    (`grpo_infra.nodepools.gke.needs_latest_driver`): every worker would fail at its first CUDA call."""
+    from ..image.driver import min_driver
+    from ..nodepools.gke import needs_latest_driver
+
+    if not needs_latest_driver(env):
+        return []
+    out = []
+    for i, pool in enumerate(env.pools):
+        if pool.gke is not None and pool.gke.gpu_driver_version == "DEFAULT":
+            out.append(
+                Violation(
+                    "gke-driver-version",
+                    f"{ENV}.pools[{i}].gke.gpuDriverVersion",
+                    f"the image's CUDA {env.image.contents.cuda} needs NVIDIA driver >= "
+                    f"{min_driver(env.image.contents.cuda)}, newer than GKE's DEFAULT: use LATEST (the default), or "
+                    "INSTALLATION_DISABLED and install one yourself",
+                )
+            )
+    return out

@@ -6,10 +6,17 @@ loaded and minutes or hours spent. Checking them here turns that crash into a re
 
 from __future__ import annotations
 
+import re
+
 from ..spec import ENVIRONMENT_KEY, Environment
 from .violation import Violation
 
 JOB = f"{ENVIRONMENT_KEY}.job"
+# verl 0.9.1's FSDP checkpoint (verl/utils/checkpoint/fsdp_checkpoint_manager.py, save contents by default
+# model, optimizer, extra): each rank's fp32 parameter shard (4 B per parameter) and Adam's two fp32 moments
+# (8 B): 12 bytes per parameter of the actor, over all ranks.
+CHECKPOINT_BYTES_PER_PARAM = 12
+_PARAMS_IN_NAME = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 
 def verl_violations(env: Environment) -> list[Violation]:
@@ -87,4 +94,65 @@ def verl_violations(env: Environment) -> list[Violation]:
                 f"remainder {gang.gpus_per_node % tp}",
             )
         )
-    return out
+    return out + retention_violations(env)
+
+
+def model_params_billion(env: Environment) -> float | None:
+    """The model's size in billions of parameters: stated, or read from the model's name (`Qwen2.5-7B-Instruct`)."""
+    checkpoint = env.job.checkpoint
+    if checkpoint.model_params_billion is not None:
+        return checkpoint.model_params_billion
+    found = _PARAMS_IN_NAME.findall(env.job.model_path.rsplit("/", 1)[-1])
+    return max(float(n) for n in found) if found else None  # MoE names: total, then active (30B-A3B)
+
+
+def checkpoint_gib(env: Environment) -> float | None:
+    """One checkpoint's size on disk, GiB (`CHECKPOINT_BYTES_PER_PARAM`); None when the model's size is unknown."""
+    params = model_params_billion(env)
+    return None if params is None else params * 1e9 * CHECKPOINT_BYTES_PER_PARAM / 2**30
+
+
+def retention_violations(env: Environment) -> list[Violation]:
+    """The checkpoints verl keeps fit the checkpoint volume, when its size is declared.
+
+    verl deletes the oldest checkpoints beyond `max_actor_ckpt_to_keep` before each save, but keeps at least the
+    previous one until the new save completes (verl/utils/checkpoint/checkpoint_manager.py,
+    ensure_checkpoint_capacity / register_checkpoint): at most max(keep, 2) checkpoints are on disk. A full
+    volume fails the save hours into the run."""
+    checkpoint = env.job.checkpoint
+    volume = checkpoint.volume
+    if volume is None or volume.size_gib is None:
+        return []
+    where = f"{JOB}.checkpoint.keep"
+    if checkpoint.keep is None:
+        return [
+            Violation(
+                "checkpoint-retention",
+                where,
+                f"keep: null keeps every checkpoint, which outgrows the {volume.size_gib} GiB volume as the run goes on; "
+                "set how many to keep",
+            )
+        ]
+    one = checkpoint_gib(env)
+    if one is None:
+        return [
+            Violation(
+                "checkpoint-retention",
+                f"{JOB}.checkpoint.modelParamsBillion",
+                f"the size of {env.job.model_path} cannot be read from its name: state modelParamsBillion so the "
+                f"{volume.size_gib} GiB checkpoint volume can be checked",
+            )
+        ]
+    on_disk = max(checkpoint.keep, 2)
+    need = on_disk * one
+    if need <= volume.size_gib:
+        return []
+    return [
+        Violation(
+            "checkpoint-retention",
+            where,
+            f"{on_disk} checkpoints of {one:.0f} GiB ({model_params_billion(env):g}B parameters × "
+            f"{CHECKPOINT_BYTES_PER_PARAM} B) need {need:.0f} GiB; the checkpoint volume holds {volume.size_gib} GiB",
+            f"{need - volume.size_gib:.0f} GiB",
+        )
+    ]

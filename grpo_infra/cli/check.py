@@ -5,32 +5,49 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ..check import Violation, violations, warnings
 from ..spec import Environment
-from .common import CHECK_FAILED, RootOption, console, err_console, load
+from .common import CHECK_FAILED, RootOption, console, err_console, fail, load
 
 
 def check(
     stack: Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the violations as a JSON list.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print how each node's size becomes the worker's request.")
+    ] = False,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            envvar="KUBECONFIG",
+            help="Also compare the worker with the real Nodes' allocatable of this cluster.",
+            show_default=False,
+        ),
+    ] = None,
     root: RootOption = None,
 ) -> None:
     """Check STACK's gang feasibility statically: exit 0 feasible, 1 with every violation, 2 bad input."""
     env = load(stack, root).environment
+    nodes = _cluster_nodes(env, kubeconfig)
+    if explain:
+        _explain(env, nodes, err_console if as_json else console)
     # Warnings go to stderr in both forms, so `--json`'s stdout stays the list of violations alone.
     for warning in warnings(env):
         err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     if as_json:
-        found = violations(env)
+        found = _violations(env, nodes)
         sys.stdout.write(json.dumps([asdict(v) for v in found], indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
-    refuse_if_infeasible(stack, env)
+    refuse_if_infeasible(stack, env, nodes)
     gang = env.gang
     console.print(
         f"{stack}: feasible — gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) "
@@ -39,9 +56,45 @@ def check(
     )
 
 
-def refuse_if_infeasible(stack: str, env: Environment) -> None:
-    """Print the violation table and exit 1 when any rule is broken."""
+def _cluster_nodes(env: Environment, kubeconfig: Path | None) -> list[dict[str, Any]] | None:
+    """The real Nodes when a kubeconfig is given (Kubernetes stacks only); None otherwise."""
+    if kubeconfig is None or env.target != "kubernetes" or not str(kubeconfig):
+        return None
+    from ..check.live_nodes import ClusterUnreadable, read_nodes
+
+    try:
+        return read_nodes(Path(str(kubeconfig).split(":")[0]))
+    except (ClusterUnreadable, OSError, ValueError) as exc:
+        fail(escape(str(exc)))
+
+
+def _violations(env: Environment, nodes: list[dict[str, Any]] | None) -> list[Violation]:
     found = violations(env)
+    if nodes is not None:
+        from ..check.live_nodes import live_violations
+
+        found += live_violations(env, nodes)
+    return found
+
+
+def _explain(env: Environment, nodes: list[dict[str, Any]] | None, out: Console) -> None:
+    """The per-pool arithmetic of the worker's request (on stderr with `--json`, whose stdout is the list)."""
+    if env.target != "kubernetes":
+        return
+    from ..check.live_nodes import live_arithmetic
+    from ..k8s.placement import share_arithmetic
+
+    for pool in env.pools:
+        for line in share_arithmetic(env, pool):
+            out.print(escape(line), highlight=False)
+    if nodes is not None:
+        for line in live_arithmetic(env, nodes):
+            out.print(escape(line), highlight=False)
+
+
+def refuse_if_infeasible(stack: str, env: Environment, nodes: list[dict[str, Any]] | None = None) -> None:
+    """Print the violation table and exit 1 when any rule is broken."""
+    found = _violations(env, nodes)
     if found:
         err_console.print(violation_table(stack, found))
         raise typer.Exit(CHECK_FAILED)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grpo_infra.preflight.report import FileReport, UnreadableInput, read_report
-from grpo_infra.preflight.verdict import DEFAULT_FRACTION, FABRIC_KINDS, fabric_verdict
+from grpo_infra.preflight.verdict import DEFAULT_FRACTION, GATE_FABRICS, fabric_verdict
 
 app = typer.Typer(
     name="nccl",
@@ -145,7 +145,7 @@ def parse(
 @app.command()
 def verdict(
     files: FilesArg,
-    fabric: Annotated[str, typer.Option("--fabric", help=f"Expected fabric: {' | '.join(FABRIC_KINDS)}.")],
+    fabric: Annotated[str, typer.Option("--fabric", help=f"Expected fabric: {' | '.join(GATE_FABRICS)}.")],
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs per node in the pool.")],
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="Nodes the test ran across.")],
     expected_busbw: Annotated[
@@ -160,8 +160,8 @@ def verdict(
     """Pass (exit 0) or fail (exit 1) the fabric: no socket fallback, peak busbw over the threshold."""
     out = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
-    if fabric not in FABRIC_KINDS:
-        err.print(f"error: --fabric must be one of {', '.join(FABRIC_KINDS)}, got {fabric!r}", markup=False)
+    if fabric not in GATE_FABRICS:
+        err.print(f"error: --fabric must be one of {', '.join(GATE_FABRICS)}, got {fabric!r}", markup=False)
         raise typer.Exit(2)
     if fraction <= 0:
         err.print("error: --fraction must be above 0", markup=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..spec import Environment
 from ..spec.image import Image
 from . import guard_args
+from .driver import driver_statement, min_driver
 from .lock import ATTENTION_PACKAGE, split
 
 FOLDER = "image"
@@ -52,16 +53,17 @@ FLASH_ATTN_CUDA_ARCHS = "90"
 FLASH_ATTN_MAX_JOBS = "8"
 
 
-def wheel_name() -> str:
-    """The wheel `pip wheel --no-deps .` builds from this project (docs/images.md)."""
-    from importlib.metadata import version
-
-    return f"grpo_infra-{version('grpo-infra')}-py3-none-any.whl"
+# The named build context holding this project's checkout (`docker build --build-context project=DIR`,
+# BuildKit; `buildah bud --build-context` likewise): the build makes the wheel from it.
+PROJECT_CONTEXT = "project"
 
 
 def rdma_userspace(env: Environment) -> bool:
-    """Whether the image needs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE."""
-    return env.gang.pool.fabric.kind in ("infiniband", "roce")
+    """Whether the build installs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE, or
+    the stack asks for it (`rdma: true`)."""
+    return env.image.contents.rdma is True or (
+        env.image.contents.rdma is None and env.gang.pool.fabric.kind in ("infiniband", "roce")
+    )
 
 
 def _from(image: Image) -> str:
@@ -182,6 +184,7 @@ def dockerfile(env: Environment) -> str:
         "# Rendered by grpo-infra from the stack's `image` block; edit the stack and re-run `grpo-infra synth`.",
         f"# Holds: {_summary(env)}.",
         f"# Build from this folder and push to {image.ref} (docs/images.md).",
+        *([f"# Runs on: {statement}."] if (statement := driver_statement(env)) else []),
         _from(image),
         "",
         'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
@@ -209,13 +212,18 @@ def dockerfile(env: Environment) -> str:
     if contents.nccl_tests:
         lines += [*_nccl_tests(contents.efa, contents.python), ""]
     if contents.grpo_infra:
-        wheel = wheel_name()
+        src = f"{GRPO_DIR}/src"
         lines += [
-            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate), built by",
-            "# `synth` into this folder and installed --no-deps: its own dependencies (Pulumi, ...) stay out of",
-            "# the image; the gate's imports are all in the lock or the standard library.",
-            f"COPY {wheel} {GRPO_DIR}/",
-            f"RUN pip install --no-cache-dir --no-deps {GRPO_DIR}/{wheel} && rm {GRPO_DIR}/{wheel}",
+            "# This project's gate modules (python3 -m grpo_infra.cli nccl verdict, the gloo gate): its wheel is",
+            f"# built here from the checkout given as the named build context `{PROJECT_CONTEXT}`, and installed",
+            "# --no-deps: Pulumi and its pins stay out of the image; what the gate imports is in the lock.",
+            f"# `{PROJECT_CONTEXT}` is a build context, not a stage (docker build --build-context {PROJECT_CONTEXT}=DIR): DL3022.",
+            "# hadolint ignore=DL3022",
+            f"COPY --from={PROJECT_CONTEXT} pyproject.toml {src}/pyproject.toml",
+            f"# The package itself, from the same `{PROJECT_CONTEXT}` build context (DL3022 as above).",
+            "# hadolint ignore=DL3022",
+            f"COPY --from={PROJECT_CONTEXT} grpo_infra {src}/grpo_infra",
+            f"RUN pip install --no-cache-dir --no-deps --no-build-isolation {src} && rm -rf {src}",
             "",
         ]
     all_reduce_perf = "all_reduce_perf" if contents.nccl_tests else None
@@ -228,6 +236,7 @@ def dockerfile(env: Environment) -> str:
         'LABEL org.opencontainers.image.title="grpo-infra verl image" \\',
         f'      io.grpo-infra.ray="{contents.ray}" \\',
         f'      io.grpo-infra.verl="{contents.verl or "none"}" \\',
+        f'      io.grpo-infra.min-driver="{min_driver(contents.cuda) or "none"}" \\',
         f'      io.grpo-infra.engine="{contents.engine.name + "==" + contents.engine.version if contents.engine else "none"}"',
     ]
     return "\n".join(lines) + "\n"

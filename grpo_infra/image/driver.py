@@ -29,7 +29,8 @@ def min_driver(cuda: str | None) -> str | None:
 def pool_driver(pool: Pool) -> str:
     """Where the pool's driver comes from, as the platform team must check it (docs/images.md)."""
     if pool.gke is not None:
-        return f"GKE gpuDriverVersion {pool.gke.gpu_driver_version} (the driver GKE installs for the node version)"
+        version = pool.gke.gpu_driver_version or "derived from the image's CUDA (grpo_infra.nodepools.gke)"
+        return f"GKE gpuDriverVersion {version} (the driver GKE installs for the node version)"
     if pool.eks is not None:
         return "the EKS-optimized AL2023 NVIDIA AMI release of the node group (its release notes list the driver)"
     if pool.existing is not None and pool.existing.operator_installs_driver:

@@ -122,9 +122,14 @@ def attention_requirements(image: Image) -> list[str]:
     return [FLASH_ATTN, *SOURCE_BUILT["flash-attn"]]
 
 
+# What building this project's wheel inside the image needs (`pip install --no-build-isolation`:
+# pyproject.toml's build backend is setuptools.build_meta).
+PROJECT_BUILD_REQUIREMENTS = ("setuptools",)
+
+
 def gate_requirements(image: Image) -> list[str]:
-    """The gate modules' imports, when the image holds this project (`grpoInfra`)."""
-    return list(GATE_REQUIREMENTS) if image.contents.grpo_infra else []
+    """The gate modules' imports and the project's build backend, when the image holds this project (`grpoInfra`)."""
+    return [*GATE_REQUIREMENTS, *PROJECT_BUILD_REQUIREMENTS] if image.contents.grpo_infra else []
 
 
 def overrides(image: Image) -> list[str]:

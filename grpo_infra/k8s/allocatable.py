@@ -1,4 +1,4 @@
-"""What a node lets pods request: the provider's published reservation rules, then the stack's DaemonSets.
+"""What a node lets pods request: the memory the kernel shows, the provider's reservation, then the DaemonSets.
 
 A pod that asks for more than a node's allocatable is admitted by Kueue (quota is arithmetic) and then
 stays Pending; `waitForPodsReady` evicts and requeues the gang, again and again. So the worker's request
@@ -13,6 +13,14 @@ is derived from this, and `check` compares the rendered request with it.
   + 255 MiB, `evictionHard memory.available: 100Mi`; maxPods = ENIs × (IPv4 per ENI − 1) + 2
   (eni_max_pods.go, `calculateStandardMaxPods`) from nodeadm/internal/kubelet/instance-info.jsonl.
 - Existing clusters: the kubelet's configuration is the site's; `kubernetes.nodeReserve` states it.
+
+Capacity is not the machine's nominal size. The kubelet's memory capacity is the kernel's MemTotal
+(/proc/meminfo), which leaves out what firmware and the kernel keep before any process runs: above
+all the `struct page` array, one 64-byte `struct page` for every 4 KiB page frame (1.56 %; Linux
+Documentation/mm/vmemmap_dedup.rst works its x86-64 example with that 64-byte size; include/linux/mm_types.h),
+plus the kernel image, firmware-reserved ranges and a crash kernel where configured. Measured on real
+nodes that costs 1.6-3.5 % (`MEASURED_CAPACITY`). A pod sized from the nominal memory asks for more
+than any node has: Kueue admits it by quota and it stays Pending ("Insufficient memory").
 """
 
 from __future__ import annotations
@@ -23,6 +31,27 @@ from ..spec import Environment
 
 GIB_MI = 1024
 EVICTION_MEMORY_MI = 100
+GIB = 2**30
+# The kubelet's memory capacity (bytes) measured on real nodes, with where it was published.
+_2I2C_2121 = "2i2c-org/infrastructure#2121 (GKE 1.25, kubectl get node)"
+_2I2C_CAPACITY = (
+    "2i2c-org/infrastructure@1097ae3c deployer/commands/generate/resource_allocation/node-capacity-info.json"
+)
+MEASURED_CAPACITY: dict[str, tuple[int, str]] = {
+    "n2-highmem-4": (33669926912, _2I2C_CAPACITY),
+    "n2-highmem-16": (131919220 * 1024, _2I2C_2121),
+    "n2-highmem-32": (270473359360, _2I2C_CAPACITY),
+    "n2-highmem-64": (528365196 * 1024, _2I2C_2121),
+    "r5.xlarge": (33164840960, _2I2C_CAPACITY),
+    "r5.4xlarge": (133523050496, _2I2C_CAPACITY),
+    "r5.16xlarge": (535146246144, _2I2C_CAPACITY),
+}
+# Where no node of the type has been measured: this share of the nominal memory is taken as invisible to
+# the kernel. The largest loss measured above on a machine of 128 GiB or more is r5.4xlarge's 2.85 %
+# (EC2 Nitro loses more than GCE's 1.6-1.7 %); 3.5 % keeps 0.65 points below it. The struct page array
+# alone is 1.56 % (`STRUCT_PAGE_SHARE`), so no x86-64 node can lose less than that.
+UNMEASURED_MARGIN = 0.035
+STRUCT_PAGE_SHARE = 64 / 4096
 # (ENIs on the default network card, IPv4 addresses per ENI) from nodeadm's instance-info.jsonl.
 EKS_ENIS: dict[str, tuple[int, int]] = {
     "p3dn.24xlarge": (15, 50),
@@ -47,6 +76,8 @@ EKS_ENIS: dict[str, tuple[int, int]] = {
 # GCE: https://cloud.google.com/compute/docs/accelerator-optimized-machines (A3) and
 # https://cloud.google.com/compute/docs/general-purpose-machines (N2 standard: 4 GB per vCPU).
 MACHINE_SHAPES: dict[str, tuple[int, int]] = {
+    **{f"n2-highmem-{n}": (n, 8 * n) for n in (4, 8, 16, 32, 48, 64, 80)},
+    **{f"r5.{size}": (cpus, 8 * cpus) for size, cpus in (("xlarge", 4), ("4xlarge", 16), ("16xlarge", 64))},
     "p4d.24xlarge": (96, 1152),
     "p4de.24xlarge": (96, 1152),
     "p5.48xlarge": (192, 2048),
@@ -78,6 +109,32 @@ class UnknownMachine(ValueError):
 
 
 @dataclass(frozen=True)
+class MemoryCapacity:
+    """The kubelet's memory capacity of a node (the kernel's MemTotal), and where the number comes from."""
+
+    nominal_mi: int
+    capacity_mi: int
+    source: str
+
+
+def memory_capacity(memory_gib: int, machine: str | None = None, measured_gib: float | None = None) -> MemoryCapacity:
+    """Kernel-visible memory of a node of nominal `memory_gib`: as measured on the pool's own nodes
+    (`kernelMemoryGib`), as published for its machine type, or the nominal less `UNMEASURED_MARGIN`."""
+    nominal = memory_gib * GIB_MI
+    if measured_gib is not None:
+        return MemoryCapacity(nominal, int(measured_gib * GIB_MI), "kernelMemoryGib, measured on the pool's nodes")
+    if machine in MEASURED_CAPACITY:
+        capacity, source = MEASURED_CAPACITY[machine]
+        return MemoryCapacity(nominal, capacity * GIB_MI // GIB, f"measured on {machine}: {source}")
+    return MemoryCapacity(
+        nominal,
+        int(nominal * (1 - UNMEASURED_MARGIN)),
+        f"no published measurement{f' of {machine}' if machine else ''}: nominal less "
+        f"{UNMEASURED_MARGIN:.1%} the kernel keeps",
+    )
+
+
+@dataclass(frozen=True)
 class Allocatable:
     """A node's allocatable CPU and memory, and the terms it was computed from (for `check`'s message)."""
 
@@ -87,6 +144,8 @@ class Allocatable:
     reserved_memory_mi: int
     eviction_memory_mi: int
     rule: str
+    nominal_memory_mi: int = 0
+    capacity_source: str = ""
 
     @property
     def cpu_milli(self) -> int:
@@ -97,7 +156,7 @@ class Allocatable:
         return self.capacity_memory_mi - self.reserved_memory_mi - self.eviction_memory_mi
 
     def explain(self) -> str:
-        """`1872 GiB − 44.2 GiB reserved (GKE tiers) − 100 MiB eviction = 1827.7 GiB; 208 CPUs − 0.56 = 207.44`."""
+        """`1806.5 GiB − 44.2 GiB reserved (GKE tiers) − 100 MiB eviction = 1762.2 GiB; 208 − 0.59 = 207.41 CPUs`."""
         return (
             f"{_gib(self.capacity_memory_mi)} − {_gib(self.reserved_memory_mi)} reserved ({self.rule})"
             f" − {self.eviction_memory_mi} MiB eviction = {_gib(self.memory_mi)} memory; "
@@ -150,49 +209,67 @@ def eks_memory_reserved_mi(max_pods: int) -> int:
 
 
 def node_allocatable(
-    env: Environment, cpus: int, memory_gib: int, instance_type: str | None = None, max_pods: int | None = None
+    env: Environment,
+    cpus: int,
+    memory_gib: int,
+    machine: str | None = None,
+    max_pods: int | None = None,
+    measured_gib: float | None = None,
 ) -> Allocatable:
-    """Allocatable of one node of `cpus` and `memory_gib` on this environment's provider."""
+    """Allocatable of one node of `cpus` and nominal `memory_gib` on this environment's provider.
+
+    The capacity is the kernel-visible memory (`memory_capacity`); the provider's reservation is computed
+    from the nominal size, the larger of the two, so it never comes out smaller than the provider's.
+    """
     assert env.kubernetes is not None
     provider = env.kubernetes.provider
-    capacity_cpu, capacity_memory = cpus * 1000, memory_gib * GIB_MI
+    capacity = memory_capacity(memory_gib, machine, measured_gib)
+    capacity_cpu = cpus * 1000
+    terms = {"nominal_memory_mi": capacity.nominal_mi, "capacity_source": capacity.source}
     if provider == "gke":
         return Allocatable(
             capacity_cpu,
-            capacity_memory,
+            capacity.capacity_mi,
             cpu_reserved_milli(cpus),
             gke_memory_reserved_mi(memory_gib),
             EVICTION_MEMORY_MI,
             "GKE tiers",
+            **terms,
         )
     if provider == "eks":
-        assert instance_type is not None
-        pods = eks_max_pods(instance_type, max_pods)
+        assert machine is not None
+        pods = eks_max_pods(machine, max_pods)
         return Allocatable(
             capacity_cpu,
-            capacity_memory,
+            capacity.capacity_mi,
             cpu_reserved_milli(cpus),
             eks_memory_reserved_mi(pods),
             EVICTION_MEMORY_MI,
             f"EKS AL2023, maxPods {pods}",
+            **terms,
         )
     reserve = env.kubernetes.node_reserve
     return Allocatable(
         capacity_cpu,
-        capacity_memory,
+        capacity.capacity_mi,
         round(reserve.cpus * 1000),
         int(reserve.memory_gib * GIB_MI),
         0,
         "kubernetes.nodeReserve",
+        **terms,
     )
 
 
 def pool_allocatable(env: Environment, pool_name: str) -> Allocatable:
     """Allocatable of one node of a GPU pool."""
     pool = env.pool(pool_name)
+    measured = pool.kernel_memory_gib
     if pool.eks is not None:
-        return node_allocatable(env, pool.cpus, pool.memory_gib, pool.eks.instance_type, pool.eks.max_pods)
-    return node_allocatable(env, pool.cpus, pool.memory_gib)
+        return node_allocatable(
+            env, pool.cpus, pool.memory_gib, pool.eks.instance_type, pool.eks.max_pods, measured_gib=measured
+        )
+    machine = pool.gke.machine_type if pool.gke is not None else None
+    return node_allocatable(env, pool.cpus, pool.memory_gib, machine, measured_gib=measured)
 
 
 def head_allocatable(env: Environment) -> Allocatable | None:
@@ -203,7 +280,7 @@ def head_allocatable(env: Environment) -> Allocatable | None:
         return None
     if head.eks is not None:
         return node_allocatable(env, head.cpus, head.memory_gib, head.eks.instance_type, head.eks.max_pods)
-    return node_allocatable(env, head.cpus, head.memory_gib)
+    return node_allocatable(env, head.cpus, head.memory_gib, head.gke.machine_type if head.gke else None)
 
 
 def extra_reserve(env: Environment) -> tuple[int, int]:

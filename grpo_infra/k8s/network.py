@@ -19,6 +19,13 @@ from ..ports import BLOCK_SIZE, RayPorts, ray_ports
 from ..spec import Environment
 
 SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+# Interfaces no other node can reach. NCCL_SOCKET_IFNAME takes prefixes, `^` to exclude, `=` for exact
+# names (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname); unset, NCCL
+# leaves out only `lo` and `docker*`. An EKS node also has the Pod Identity agent's link-local
+# `pod-id-link0` (169.254.170.23): a host-network pod whose NCCL falls back to sockets picks it and the
+# bootstrap hangs (aws-samples/aws-do-eks issues #54, #63). Never named; excluded when nothing is named.
+LINK_LOCAL_PREFIXES = ("lo", "docker", "pod-id-link", "veth")
+SOCKET_FALLBACK = "^" + ",".join(LINK_LOCAL_PREFIXES)
 # Multus reads the pod's attachments from this annotation (k8snetworkplumbingwg/multus-cni,
 # docs/how-to-use.md: "k8s.v1.cni.cncf.io/networks").
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -41,8 +48,15 @@ def worker_nccl_env(env: Environment) -> list[tuple[str, str]]:
     fabric = [(k, v) for k, v in nccl_env(env.gang.pool) if k not in SOCKET_VARIABLES]
     names = ",".join(socket_interfaces(env))
     if not names:
-        return fabric
+        # Nothing named (host networking, no `fabric.interfaces`): every interface but the unreachable ones.
+        # Gloo takes names only, no exclusions, so it keeps its own choice (the hostname's address).
+        return [*fabric, ("NCCL_SOCKET_IFNAME", SOCKET_FALLBACK)]
     return [*fabric, ("NCCL_SOCKET_IFNAME", "=" + names), ("GLOO_SOCKET_IFNAME", names)]
+
+
+def link_local(name: str) -> bool:
+    """Is `name` an interface no other node reaches (loopback, a container bridge, EKS's pod-id-link0)?"""
+    return name.startswith(LINK_LOCAL_PREFIXES)
 
 
 def host_ports(env: Environment) -> RayPorts | None:

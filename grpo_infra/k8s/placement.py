@@ -93,3 +93,38 @@ def parse_quantity(value: str | int | float) -> float:
         if value.endswith(suffix):
             return float(value[: -len(suffix)]) * suffixes[suffix]
     return float(value)
+
+
+def _row(label: str, mi: float, note: str = "") -> str:
+    return f"  {label:<40}{mi / 1024:>10.2f} GiB   {note}".rstrip()
+
+
+def share_arithmetic(env: Environment, pool: Pool) -> list[str]:
+    """How one node of `pool` becomes the worker's request, step by step (`grpo-infra check --explain`):
+    nominal memory → what the kernel shows → the provider's reservation → the DaemonSets → the headroom."""
+    assert env.kubernetes is not None
+    allocatable = pool_allocatable(env, pool.name)
+    daemons = daemonset_requests(env, pool)
+    extra_cpu, extra_memory = extra_reserve(env)
+    share = node_share(env, pool)
+    machine = pool.eks.instance_type if pool.eks else pool.gke.machine_type if pool.gke else "existing hosts"
+    headroom = env.kubernetes.provider != "existing"
+    lines = [
+        f"pool {pool.name} ({machine}, provider {env.kubernetes.provider}), memory per node:",
+        _row("nominal", allocatable.nominal_memory_mi),
+        _row("kernel-visible capacity", allocatable.capacity_memory_mi, allocatable.capacity_source),
+        _row("− reserved", allocatable.reserved_memory_mi, allocatable.rule),
+        _row("− eviction threshold", allocatable.eviction_memory_mi),
+        _row("= allocatable", allocatable.memory_mi),
+        *(_row(f"− DaemonSet {name}", memory) for name, _, memory in daemons),
+    ]
+    if headroom:
+        lines.append(_row("− nodeReserve (headroom)", extra_memory))
+    lines.append(_row("= worker request", share.memory_mi, memory_quantity(share.memory_mi)))
+    lines.append(
+        f"  cpu: {allocatable.capacity_cpu_milli}m − {allocatable.reserved_cpu_milli}m reserved"
+        f" − {sum(d[1] for d in daemons)}m DaemonSets"
+        + (f" − {extra_cpu}m nodeReserve" if headroom else "")
+        + f" = {share.cpu_milli}m worker request"
+    )
+    return lines

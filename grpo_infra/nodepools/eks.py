@@ -6,10 +6,12 @@ layer passes them through unchanged; it only wires the launch template's id into
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from ..spec import Environment
 from ..spec.pools import Pool
+from .capacity_blocks import desired_now, utc_now
 from .efa import network_interfaces
 from .labels import node_selector
 
@@ -44,9 +46,11 @@ def launch_template_args(env: Environment, pool: Pool) -> dict[str, Any] | None:
             "capacity_reservation_target": {"capacity_reservation_id": eks.capacity_reservation_id}
         }
     if eks.capacity_type == "CAPACITY_BLOCK":
-        # A Capacity Block launches only with this market type in the launch template
-        # (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+        # A Capacity Block launches only from a launch template with this market type and the instance type
+        # (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html); the node group then names no
+        # instance types of its own (EKS refuses both).
         args["instance_market_options"] = {"market_type": "capacity-block"}
+        args["instance_type"] = eks.instance_type
     if not args:
         return None
     return {
@@ -56,25 +60,30 @@ def launch_template_args(env: Environment, pool: Pool) -> dict[str, Any] | None:
     }
 
 
-def node_group_args(env: Environment, pool: Pool) -> dict[str, Any]:
-    """The managed node group: desired = min = max = the pool's size, since a gang needs every node."""
+def node_group_args(env: Environment, pool: Pool, now: datetime | None = None) -> dict[str, Any]:
+    """The managed node group: desired = min = max = the pool's size, since a gang needs every node.
+
+    On a Capacity Block the group holds the pool's size only inside the block's window, as of `now` (the time
+    of `pulumi up`); scheduled actions (`capacity_blocks.scheduled_actions`) move it at the start and before
+    the end, and the Pulumi layer leaves the desired size to them."""
     eks = _eks(env, pool)
     if eks.node_role_arn is None:
         raise NodePoolError(
             f"pool {pool.name}: set eks.nodeRoleArn (the IAM role the nodes run as) to create the node group"
         )
     size = pool.node_count
-    # Outside a Capacity Block's window EC2 launches nothing: the group waits at 0 desired nodes.
-    desired = size if eks.capacity_type != "CAPACITY_BLOCK" or eks.capacity_block_open else 0
+    block = eks.capacity_type == "CAPACITY_BLOCK"
+    desired = desired_now(pool, now or utc_now())
     return {
         "cluster_name": env.kubernetes.cluster_name,  # type: ignore[union-attr]
         "node_group_name": pool.name,
         "node_role_arn": eks.node_role_arn,
         "subnet_ids": list(eks.subnet_ids),
-        "instance_types": [eks.instance_type],
+        # A Capacity Block's instance type is the launch template's (EKS refuses it in both places).
+        **({} if block else {"instance_types": [eks.instance_type]}),
         "ami_type": AMI_TYPE,
         "capacity_type": eks.capacity_type,
-        "scaling_config": {"desired_size": desired, "min_size": desired, "max_size": size},
+        "scaling_config": {"desired_size": desired, "min_size": desired if not block else 0, "max_size": size},
         "labels": node_selector(pool),
         "taints": [
             {"key": t.key, **({"value": t.value} if t.value is not None else {}), "effect": _EFFECTS[t.effect]}

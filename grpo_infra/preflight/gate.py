@@ -11,6 +11,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .calibration import gate_size_mib
 from .verdict import default_expected_busbw
 
 if TYPE_CHECKING:
@@ -28,10 +29,11 @@ class GateSettings:
     gpus_per_node: int
     nodes: int
     expected_busbw_gbps: float | None
-    """The stack's `expectedBusbwGbps`, else the documented default for the fabric; None for `none`."""
+    """The stack's `expectedBusbwGbps`, else the fabric's calibrated default; None for `none`."""
     fraction: float
     backend: str
     size_mib: int
+    """The stack's `sizeMib`, else the size calibrated for the fabric (grpo_infra/preflight/calibration.py)."""
     iterations: int
     timeout_seconds: int
 
@@ -64,7 +66,8 @@ class GateSettings:
 
 
 def gate_settings(env: Environment) -> GateSettings:
-    """The gate of the stack's job: its gang (pool fabric, GPUs per node, nodes) and `job.preflight.nccl`."""
+    """The gate of the stack's job: its gang (pool fabric, GPUs per node, nodes) and `job.preflight.nccl`;
+    what the stack leaves out (size, expected busbw) is the fabric's calibration."""
     gang = env.gang
     spec = env.job.preflight.nccl
     fabric = gang.pool.fabric.kind
@@ -79,7 +82,7 @@ def gate_settings(env: Environment) -> GateSettings:
         expected_busbw_gbps=expected,
         fraction=spec.fraction,
         backend=spec.backend,
-        size_mib=spec.size_mib,
+        size_mib=spec.size_mib if spec.size_mib is not None else gate_size_mib(fabric),
         iterations=spec.iterations,
         timeout_seconds=spec.timeout_seconds,
     )

@@ -12,14 +12,25 @@ falls back to ``NET/Socket`` on that rank only. The evidence is spread over INFO
     host:pid:tid [dev] NCCL INFO comm 0x... rank 3 nranks 16 cudaDev 3 ... - Init COMPLETE
     host:pid:tid [dev] NCCL INFO Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/3/GDRDMA
 
+Older and newer releases spell some of these differently, all read here: NCCL 2.2-2.3 print
+``host:pid:tid [dev] INFO ...`` without the word NCCL and ``Using internal Network IB``; 2.4 prints
+``Ring 00 : 7 -> 8 [send] via NET/...``; newer releases put hex bus ids in the brackets
+(``9[101d0] -> 0[101c0]``) and spell ``nRanks`` in their topology line. Vendor plugins name themselves
+in the same places (:data:`NETWORKS`).
+
 Channel lines say what a connection actually uses, so they win over init lines, which only say
 what NCCL found. The ``NET/Socket : Using`` init line is the weakest evidence: NCCL 2.4.0-2.4.7 print
 it in every process whatever the transport, because they always bring up the socket transport for
 bootstrap before trying IB (NVIDIA/nccl v2.4.7-1 src/init.cc:127 "Always initialize sockets", then
 src/transport/net_socket.cc:42 and net_ib.cc:168 print both init lines; their channel lines read
 ``Ring 00 : 7 -> 8 [send] via NET/IB/0/GDRDMA``, net.cc:306). From 2.4.8 the socket transport starts
-only when IB did not (v2.4.8-1 src/init.cc:127-135), so there the line does mean sockets. Transports are ``infiniband``, ``roce``, ``efa``, ``ofi`` (libfabric with a
-provider other than EFA), ``socket`` and, for a file, ``mixed`` when ranks disagree.
+only when IB did not (v2.4.8-1 src/init.cc:127-135), so there the line does mean sockets.
+
+Transports: ``infiniband``, ``roce``, ``ib`` (NCCL's verbs transport whose link layer the log does not
+show: InfiniBand and RoCE cannot be told apart), ``efa``, ``ofi`` (libfabric with another provider, or
+with none shown), ``socket``, ``tcpx`` and ``tcpxo`` (Google's GPUDirect-TCPX/-TCPXO plugins),
+``unknown`` (a network name this module does not know) and, for a file, ``mixed`` when ranks disagree.
+How each network names itself, with its source, is in :data:`NETWORKS` and docs/nccl-preflight.md.
 """
 
 from __future__ import annotations
@@ -30,24 +41,62 @@ from typing import Any
 
 from ._lines import clean_lines
 
-RDMA_TRANSPORTS = frozenset({"infiniband", "roce", "efa", "ofi"})
+RDMA_TRANSPORTS = frozenset({"infiniband", "roce", "ib", "efa", "ofi"})
+# Transports that carry GPU data over a fabric without the host's TCP stack in the data path.
+FABRIC_TRANSPORTS = RDMA_TRANSPORTS | {"tcpx", "tcpxo"}
+
+# How each network transport names itself: NCCL's `Using network <name>` line and its channel lines
+# `via NET/<name>/<dev>` both print the `name` field of the ncclNet_t the transport registers.
+NETWORKS: dict[str, str] = {
+    # NCCL's own: src/transport/net_ib.cc (`"IB"`) and net_socket.cc (`"Socket"`), every 2.x release.
+    "ib": "verbs",
+    "socket": "socket",
+    # Mellanox/NVIDIA nccl-rdma-sharp-plugins (HPC-X): `IBext`, printed `IBext_v8` by its v8 build
+    # ("P2P plugin IBext_v8"); its devices read `mlx5_0:1/IB/SHARP`.
+    "ibext": "verbs",
+    # aws/aws-ofi-nccl, for EFA and for any other libfabric provider (HPE Slingshot's cxi, verbs, tcp):
+    # `AWS Libfabric` up to v1.11.0, `Libfabric` after, or `AWS Libfabric`/`OFI` when NCCL_NET asks for
+    # those (src/nccl_ofi_interface_nvidia.c, nvidia_plugin_name_fixup).
+    "aws libfabric": "libfabric",
+    "libfabric": "libfabric",
+    "ofi": "libfabric",
+    # google/nccl-plugin-gpudirecttcpx: src/config.h.in `PRODUCT_NAME "GPUDirectTCPX"` (A3 High, TCPX);
+    # `_v7` is the ncclNet v7 build. The TCPXO plugin of A3 Mega names itself `FasTrak`.
+    "gpudirecttcpx": "tcpx",
+    "fastrak": "tcpxo",
+    # Google's gIB (A3 Ultra, A4): RDMA over RoCE, `Using network gIB` (Cloud "NCCL/gIB" troubleshooting).
+    "gib": "roce",
+}
+# libfabric providers that do not move data by RDMA (libfabric's prov/ directory).
+_SOCKET_PROVIDERS = ("tcp", "sockets", "udp")
 
 _PREFIX = re.compile(
-    r"^(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+\[(?P<dev>\d+)\]\s+"
-    r"(?:\S+:\d+\s+)?NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
+    r"^(?:(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+)?\[\s*(?P<dev>\d+)\s*\]\s+"
+    # NCCL before 2.3 prints `host:pid:tid [dev] INFO ...`, without the word NCCL (horovod/horovod#489).
+    r"(?:\S+:\d+\s+)?(?:NCCL\s+)?(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
+)
+# A line quoted without NCCL's `host:pid:tid [dev]` prefix ("NCCL INFO Using network IB").
+_BARE = re.compile(r"^NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$")
+_P2P_PLUGIN = re.compile(r"^P2P plugin\s+(?P<name>\S+)")
+_PLUGIN_LOADED = re.compile(r"^NET/Plugin\s*:\s*Loaded (?:net|coll(?:net)?) plugin\s+(?P<name>.+?)\s*$")
+_PLUGIN_INIT = re.compile(
+    r"^(?:NET/(?P<net>GPUDirectTCPX|FasTrak|gIB)\b|Initializing network\s+(?P<init>[\w.-]+))", re.IGNORECASE
 )
 _IB_USING = re.compile(r"^NET/IB\s*:\s*Using\s+(?P<devs>.*?)(?:;\s*OOB.*)?$")
 _IB_DEV = re.compile(r"(?:\[\d+\]\s*)?(?P<dev>[A-Za-z][\w.-]*):(?:uverbs\d+:)?\d+/(?P<link>IB|RoCE)\b")
 _SOCKET_USING = re.compile(r"^NET/Socket\s*:\s*Using\b")
-_NETWORK = re.compile(r"^Using network\s+(?P<name>.+?)\s*$")
+# `Using network IB` from 2.4 on; `Using internal Network Socket` in 2.2-2.3 (bytedance/byteps#61).
+_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork\s+(?P<name>.+?)\s*$")
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w;-]+)")
+_OFI_ANY = re.compile(r"^NET/OFI\b")
 _OFI_PLUGIN = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl\s+(?P<ver>\S+)")
 _CHANNEL = re.compile(
-    r"(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:\s*(?P<src>\d+)(?:\[\d+\])?\s*->\s*(?P<dst>\d+)"
-    r"(?:\[\d+\])?.*?\bvia\s+(?P<via>\S.*)$"
+    r"(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:\s*(?P<src>\d+)(?:\[[0-9a-fA-F]+\])?\s*->\s*(?P<dst>\d+)"
+    r"(?:\[[0-9a-fA-F]+\])?.*?\bvia\s+(?P<via>\S.*)$"
 )
 _VIA_NET = re.compile(r"^NET/(?P<net>[^/]+)/(?P<dev>\d+)(?:\(\d+\))?(?P<rest>\S*)")
-_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)")
+# `nranks` in Init COMPLETE/Destroy lines; `nRanks` in the topology line of newer releases.
+_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled", re.IGNORECASE)
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled", re.IGNORECASE)
 _NO_IB = re.compile(r"NET/IB\s*:\s*No device found", re.IGNORECASE)
@@ -72,6 +121,10 @@ class ProcessTransport:
     channel_nets: set[str] = field(default_factory=set)
     ofi_provider: str | None = None
     ofi_plugin: bool = False
+    plugin_network: str | None = None
+    """A network named by a plugin's own init line (`NET/FasTrak ...`, `P2P plugin IBext_v8`)."""
+    unknown_network: str | None = None
+    """The network name, when it is none of :data:`NETWORKS`."""
     socket_seen: bool = False
     gdr_channel: bool | None = None
     gdr_enabled: bool | None = None
@@ -89,6 +142,8 @@ class ProcessTransport:
             "pid": self.pid,
             "ranks": sorted(self.ranks),
             "transport": self.transport,
+            "network": self.network or self.plugin_network,
+            "ofi_provider": self.ofi_provider,
             "gpudirect_rdma": self.gpudirect_rdma,
             "devices": self.devices,
         }
@@ -106,7 +161,8 @@ class NcclLogReport:
 
     @property
     def hosts(self) -> list[str]:
-        return list(dict.fromkeys(p.host for p in self.processes))
+        """Hosts named by the log (lines quoted without their prefix name none)."""
+        return list(dict.fromkeys(p.host for p in self.processes if p.host != "?"))
 
     @property
     def ranks(self) -> int | None:
@@ -119,6 +175,8 @@ class NcclLogReport:
     def transport(self) -> str | None:
         """One transport name when every rank agrees, ``mixed`` when they do not, None if unknown."""
         kinds = {p.transport for p in self.processes if p.transport}
+        if "ib" in kinds and len(kinds & {"infiniband", "roce"}) == 1:
+            kinds.discard("ib")  # one verbs fabric; some hosts' device lines are just not in the log
         if not kinds:
             return None
         if len(kinds) > 1 or "mixed" in kinds:
@@ -159,14 +217,17 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
             file_link.add("RoCE")
         elif _LINK_IB.search(stripped):
             file_link.add("IB")
-        match = _PREFIX.match(stripped)
+        match = _PREFIX.match(stripped) or _BARE.match(stripped)
         if not match:
             continue
         seen = True
-        key = (match["host"], int(match["pid"]))
+        # Lines quoted without NCCL's prefix belong to one unnamed process.
+        host = match.groupdict().get("host") or "?"
+        pid = int(match.groupdict().get("pid") or 0)
+        key = (host, pid)
         proc = procs.get(key)
         if proc is None:
-            proc = procs[key] = ProcessTransport(host=match["host"], pid=int(match["pid"]))
+            proc = procs[key] = ProcessTransport(host=host, pid=pid)
         msg = match["msg"].strip()
         if match["level"] == "WARN":
             if len(notes) < 20:
@@ -186,8 +247,9 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
     if no_ib:
         hosts = sorted({host for host, _ in no_ib})
         notes.append(f"NET/IB found no usable device in {len(no_ib)} process(es) on {', '.join(hosts)}")
+    host_links = _host_links(list(procs.values()))
     for proc in procs.values():
-        _resolve(proc, file_link, file_provider)
+        _resolve(proc, file_link, host_links.get(proc.host), file_provider)
     _discount_socket_init_lines(list(procs.values()), version, notes)
     problems = _problems(list(procs.values()))
     return NcclLogReport(
@@ -223,8 +285,14 @@ def _read_message(proc: ProcessTransport, msg: str) -> None:
     if match:
         proc.ofi_provider = match["prov"].lower()
         return
-    if _OFI_PLUGIN.search(msg):
+    if _OFI_PLUGIN.search(msg) or _OFI_ANY.match(msg):
         proc.ofi_plugin = True
+        return
+    match = _P2P_PLUGIN.match(msg) or _PLUGIN_INIT.match(msg)
+    if match:
+        name = match.groupdict().get("name") or match.groupdict().get("net") or match.groupdict().get("init")
+        if name and _network_class(name) is not None:
+            proc.plugin_network = proc.plugin_network or name
         return
     match = _COMM_RANK.search(msg)
     if match:
@@ -247,16 +315,37 @@ def _read_message(proc: ProcessTransport, msg: str) -> None:
             proc.gdr_channel = gdr if proc.gdr_channel is None else (proc.gdr_channel or gdr)
 
 
+def _network_class(net: str) -> str | None:
+    """The class of a network name (`verbs`, `socket`, `libfabric`, `tcpx`, ...); None when unknown.
+
+    Names carry a plugin API suffix (`IBext_v8`, `GPUDirectTCPX_v7`) that does not change what they are.
+    """
+    name = re.sub(r"_v\d+$", "", net.strip().lower())
+    return NETWORKS.get(name)
+
+
 def _kind(net: str, link: str | None, provider: str | None) -> str:
-    """Map an NCCL network name to a transport kind."""
-    name = net.strip().lower()
-    if name.startswith("socket"):
-        return "socket"
-    if "libfabric" in name or name.startswith("ofi") or name.startswith("aws"):
-        return "efa" if (provider or "efa").startswith("efa") else "ofi"
-    if name.startswith("ib"):  # IB, IBext (SHARP plugin), IBext_v8 ...
-        return "roce" if link == "RoCE" else "infiniband"
-    return name
+    """Map an NCCL network name to a transport kind (see the module docstring)."""
+    klass = _network_class(net)
+    if klass == "verbs":
+        return {"RoCE": "roce", "IB": "infiniband"}.get(link or "", "ib")
+    if klass == "libfabric":
+        if provider is None:
+            return "ofi"
+        if provider.startswith("efa"):
+            return "efa"
+        return "socket" if provider.startswith(_SOCKET_PROVIDERS) else "ofi"
+    return klass or "unknown"
+
+
+def _host_links(procs: list[ProcessTransport]) -> dict[str, str]:
+    """The HCA link layer each host's processes agree on: one process's `NET/IB : Using` line speaks for
+    the host's others, which share its HCAs."""
+    seen: dict[str, set[str]] = {}
+    for proc in procs:
+        if proc.link in ("IB", "RoCE"):
+            seen.setdefault(proc.host, set()).add(proc.link)
+    return {host: links.pop() for host, links in seen.items() if len(links) == 1}
 
 
 # The first NCCL release whose socket init line means the socket transport was chosen (see above).
@@ -269,15 +358,19 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups()) if match else None
 
 
-def _resolve(proc: ProcessTransport, file_link: set[str], file_provider: str | None) -> None:
+def _resolve(proc: ProcessTransport, file_link: set[str], host_link: str | None, file_provider: str | None) -> None:
     """Decide one process's transport from its strongest evidence (the socket init line is the weakest)."""
-    link = proc.link or (next(iter(file_link)) if len(file_link) == 1 else None)
+    link = proc.link or host_link or (next(iter(file_link)) if len(file_link) == 1 else None)
     provider = proc.ofi_provider or file_provider
+    named = [net for net in (*sorted(proc.channel_nets), proc.network, proc.plugin_network) if net]
+    proc.unknown_network = next((net for net in named if _network_class(net) is None), None)
     if proc.channel_nets:
         kinds = {_kind(net, link, provider) for net in proc.channel_nets}
         proc.transport = kinds.pop() if len(kinds) == 1 else "mixed"
     elif proc.network:
         proc.transport = _kind(proc.network, link, provider)
+    elif proc.plugin_network:
+        proc.transport = _kind(proc.plugin_network, link, provider)
     elif proc.ofi_provider or proc.ofi_plugin:
         proc.transport = _kind("libfabric", link, provider)
     elif proc.devices:
@@ -294,7 +387,7 @@ def _resolve(proc: ProcessTransport, file_link: set[str], file_provider: str | N
 def _discount_socket_init_lines(procs: list[ProcessTransport], version: str | None, notes: list[str]) -> None:
     """A process known only by its socket init line, in a log where others show an RDMA transport, is
     undetermined unless the log is from an NCCL whose socket line means sockets (2.4.8 or later)."""
-    if not any(p.transport in RDMA_TRANSPORTS for p in procs):
+    if not any(p.transport in FABRIC_TRANSPORTS for p in procs):
         return
     known = _version_tuple(version)
     if known is not None and known >= SOCKET_LINE_MEANS_SOCKETS_FROM:
@@ -312,7 +405,9 @@ def _discount_socket_init_lines(procs: list[ProcessTransport], version: str | No
 
 def _problems(procs: list[ProcessTransport]) -> list[str]:
     """Name every rank that fell back to sockets while others use an RDMA fabric."""
-    rdma = {p.transport for p in procs if p.transport in RDMA_TRANSPORTS}
+    rdma = {p.transport for p in procs if p.transport in FABRIC_TRANSPORTS}
+    if "ib" in rdma and rdma & {"infiniband", "roce"}:
+        rdma.discard("ib")  # the same verbs transport, on a host whose device line is not in the log
     problems: list[str] = []
     if rdma:
         fabric = "/".join(sorted(rdma))
@@ -324,7 +419,7 @@ def _problems(procs: list[ProcessTransport]) -> list[str]:
     if len(rdma) > 1:
         problems.append(f"ranks disagree on the RDMA transport: {', '.join(sorted(rdma))}")
     no_gdr = [p for p in procs if p.transport in RDMA_TRANSPORTS and p.gpudirect_rdma is False]
-    if no_gdr and len(no_gdr) < len([p for p in procs if p.transport in RDMA_TRANSPORTS]):
+    if no_gdr and any(p.transport in RDMA_TRANSPORTS and p.gpudirect_rdma for p in procs):
         labels = ", ".join(p.label for p in no_gdr[:4])
         problems.append(f"GPUDirect RDMA is off on {labels} but on elsewhere (nvidia-peermem not loaded?)")
     return problems

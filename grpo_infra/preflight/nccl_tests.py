@@ -401,6 +401,7 @@ def parse_nccl_tests(text: str) -> NcclTestsReport | None:
         row = _parse_row(stripped, run, number)
         if row is not None:
             recognised = True
+            _check_interleaving(run, row)
             run.rows.append(row)
             continue
 
@@ -521,6 +522,19 @@ def _parse_row(line: str, run: NcclTestsRun, number: int) -> Row | None:
         in_place=measurements[1],
         line=number,
     )
+
+
+def _check_interleaving(run: NcclTestsRun, row: Row) -> None:
+    """A size printed twice for the same type, operation and root under one header means two processes
+    wrote their tables into one output (independent runs: nccl-tests built without MPI, or two jobs)."""
+    key = (row.size_bytes, row.dtype, row.redop, row.root)
+    if any((r.size_bytes, r.dtype, r.redop, r.root) == key for r in run.rows) and not any(
+        "interleaved" in p for p in run.problems
+    ):
+        run.problems.append(
+            f"line {row.line}: {row.size_bytes} B {row.dtype} is printed again under the same header: rows of "
+            "more than one run are interleaved (independent processes, not one job; build nccl-tests with MPI=1)"
+        )
 
 
 def _to_float(text: str) -> float | None:
@@ -657,7 +671,8 @@ def _check_bandwidths(run: NcclTestsRun) -> None:
         run.notes.append("number of ranks unknown: busbw was not checked against algbw")
         return
     implied = _implied_ranks(run, family)
-    if implied is not None and implied != run.ranks and run.ranks_source == "rank lines":
+    # A paste shortens a rank list, it never lengthens one: only more ranks than listed can explain the figures.
+    if implied is not None and implied > (run.ranks or 0) and run.ranks_source == "rank lines":
         stated_bad = _busbw_mismatches(run, family, run.ranks or 1)
         if stated_bad * 2 >= len(_measurements(run)) and not _busbw_mismatches(run, family, implied):
             run.notes.append(

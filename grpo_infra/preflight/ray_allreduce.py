@@ -33,7 +33,7 @@ from typing import Any
 from .defaults import DEFAULT_BACKEND, DEFAULT_ITERATIONS, DEFAULT_SIZE_MIB, DEFAULT_TIMEOUT_S
 from .nccl_log import parse_nccl_log
 from .nccl_tests import busbw_factor
-from .verdict import DEFAULT_FRACTION, FABRIC_KINDS, Verdict, default_expected_busbw, judge
+from .verdict import DEFAULT_FRACTION, GATE_FABRICS, Verdict, default_expected_busbw, judge
 
 BACKENDS = ("nccl", "gloo")
 # The gate's defaults, here once: the spec's `job.preflight.nccl` and this program's options use them.
@@ -405,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Timed all-reduce over every GPU of the running Ray cluster, judged against the fabric. "
         "Exit 0 pass, 1 fail, 2 when the gate cannot run.",
     )
-    p.add_argument("--fabric", required=True, choices=FABRIC_KINDS, help="the pool's fabric kind")
+    p.add_argument("--fabric", required=True, choices=GATE_FABRICS, help="the pool's fabric kind")
     p.add_argument("--gpus-per-node", type=int, required=True, help="GPUs per node of the gang")
     p.add_argument("--nodes", type=int, required=True, help="nodes of the gang")
     p.add_argument("--expected-busbw", type=float, default=None, help="expected all-reduce busbw, GB/s")

@@ -1,24 +1,13 @@
 """Pass or fail a fabric before GPU time is spent: right transport on every rank, enough bus bandwidth.
 
-Expected all-reduce busbw defaults (GB/s, as nccl-tests prints) are derived from line rate:
+Expected all-reduce busbw and the size to time come from :mod:`.calibration` (per fabric, with the
+published measurements behind each number). A single-node run never touches the fabric (NVLink carries
+it), so no default applies there.
 
-    expected = gpus_per_node x per-GPU network line rate x efficiency
-
-* ``infiniband``: NDR, one 400 Gb/s ConnectX-7 HCA per GPU (NVIDIA DGX H100 / HGX H100 reference:
-  8 x 400 Gb/s compute ports per 8-GPU node) = 50 GB/s per GPU, 400 GB/s per node. Efficiency 0.90
-  -> 360 GB/s for 8 GPUs. Published 2-node 8xH100 NDR all_reduce_perf runs reach ~350-370 GB/s with
-  ring/tree and up to ~480 GB/s with NVLink SHARP; nccl-tests doc/PERFORMANCE.md explains why busbw
-  tracks the bottleneck link (here the NICs) independently of rank count.
-* ``efa``: AWS p5.48xlarge, 3200 Gbps of EFA per 8-GPU node (AWS EC2 P5 instance specification)
-  = 400 GB/s per node. Efficiency 0.75 -> 300 GB/s; published p5 runs range from ~100 GB/s (early
-  aws-ofi-nccl) to ~350-400 GB/s (recent plugin and NCCL), so pin your own baseline with
-  ``expected_busbw_gbps`` once measured.
-* ``roce``: 400 GbE RoCEv2, one NIC per GPU (ConnectX-7 / BlueField-3 Ethernet, Spectrum-X-style
-  rail design) = 400 GB/s per node. Efficiency 0.85 -> 340 GB/s, below InfiniBand for congestion
-  control and ECN/PFC tuning on lossless Ethernet.
-* ``none``: no RDMA fabric, no bandwidth default (TCP varies too much to state one).
-
-A single-node run never touches the fabric (NVLink carries it), so no default applies there.
+A fabric never passes on bandwidth alone: every rank's NCCL log must name the pool's transport. No
+transport line, a transport this module cannot tell apart (NCCL's verbs transport without its device line:
+InfiniBand or RoCE; libfabric without its provider line: EFA or not), or a network it does not know, each
+fails the gate with one line saying which.
 """
 
 from __future__ import annotations
@@ -27,13 +16,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .calibration import CALIBRATIONS
 from .defaults import DEFAULT_FRACTION, FABRIC_KINDS
-from .nccl_log import RDMA_TRANSPORTS
+from .nccl_log import FABRIC_TRANSPORTS
 from .report import FileReport
 
-# Per-GPU network line rate in GB/s (400 Gb/s / 8) and the share of it all-reduce busbw reaches.
-LINE_RATE_GBPS_PER_GPU: dict[str, float] = {"infiniband": 50.0, "roce": 50.0, "efa": 50.0}
-EFFICIENCY: dict[str, float] = {"infiniband": 0.90, "roce": 0.85, "efa": 0.75}
+# What the gate can judge: the fabrics a pool may declare (`FABRIC_KINDS`, the spec's `fabric.kind`)
+# plus Google's GPUDirect-TCPX/-TCPXO fabrics, which `nccl verdict --fabric` accepts.
+GATE_FABRICS: tuple[str, ...] = (*(kind for kind in FABRIC_KINDS if kind != "none"), "tcpx", "tcpxo", "none")
+
+# Why a transport other than the pool's fails, in the gate's one line.
+_MISMATCH: dict[str, str] = {
+    "ib": "NCCL's IB verbs transport without its device line (`NET/IB : Using [0]mlx5_0:1/IB` or `/RoCE`): "
+    "InfiniBand and RoCE cannot be told apart",
+    "ofi": "libfabric (aws-ofi-nccl) without an EFA provider (`NET/OFI Selected Provider is efa` missing or "
+    "another provider)",
+    "unknown": "a network the gate does not know",
+}
 
 
 @dataclass
@@ -72,16 +71,49 @@ class Verdict:
 
 
 def default_expected_busbw(fabric: str, gpus_per_node: int, nodes: int) -> float | None:
-    """Documented default all-reduce busbw (GB/s) for a fabric; None where none can be stated."""
+    """Calibrated all-reduce busbw (GB/s) for a fabric (:mod:`.calibration`); None where none can be stated."""
     _check_fabric(fabric)
-    if nodes <= 1 or fabric not in LINE_RATE_GBPS_PER_GPU:
+    if nodes <= 1 or fabric not in CALIBRATIONS:
         return None
-    return round(LINE_RATE_GBPS_PER_GPU[fabric] * gpus_per_node * EFFICIENCY[fabric], 1)
+    return CALIBRATIONS[fabric].expected_busbw(gpus_per_node)
 
 
 def _check_fabric(fabric: str) -> None:
-    if fabric not in FABRIC_KINDS:
-        raise ValueError(f"fabric kind {fabric!r} is not one of {', '.join(FABRIC_KINDS)}")
+    if fabric not in GATE_FABRICS:
+        raise ValueError(f"fabric kind {fabric!r} is not one of {', '.join(GATE_FABRICS)}")
+
+
+def transport_reasons(fabric: str, rank_transports: Mapping[str, str | None]) -> list[str]:
+    """Why the ranks' transports fail a multi-node gate on `fabric`, one line each; empty when every rank
+    shows the fabric's own transport.
+
+    ``rank_transports`` maps a rank label to what its NCCL log showed (None: no transport line).
+    """
+    known = {label: kind for label, kind in rank_transports.items() if kind}
+    silent = [label for label, kind in rank_transports.items() if not kind]
+    if not known:
+        return [
+            f"transport unknown: no NCCL INFO line names the network, so {fabric} is not confirmed "
+            "(run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; a fabric never passes on bandwidth alone)"
+        ]
+    reasons: list[str] = []
+    on_socket = [label for label, kind in known.items() if kind in ("socket", "mixed")]
+    if on_socket:
+        reasons.append(f"{len(on_socket)} rank(s) fell back to sockets instead of {fabric}: {_shown(on_socket)}")
+    others: dict[str, list[str]] = {}
+    for label, kind in known.items():
+        if kind not in ("socket", "mixed", fabric):
+            others.setdefault(kind, []).append(label)
+    for kind, labels in sorted(others.items()):
+        why = _MISMATCH.get(kind, f"NCCL used {kind}")
+        reasons.append(f"{why}, but the pool's fabric is {fabric}: {_shown(labels)}")
+    if silent:
+        reasons.append(f"transport unknown for {len(silent)} rank(s) whose NCCL log names no network: {_shown(silent)}")
+    return reasons
+
+
+def _shown(labels: Sequence[str]) -> str:
+    return ", ".join(labels[:6]) + (f" and {len(labels) - 6} more" if len(labels) > 6 else "")
 
 
 def judge(
@@ -100,9 +132,9 @@ def judge(
     """Judge plain measurements against the pool's fabric.
 
     ``rank_transports`` maps a rank label (e.g. ``"rank 3 (node-b pid 812)"``) to its transport
-    (``infiniband``, ``roce``, ``efa``, ``ofi``, ``socket``, ``mixed`` or None when unknown).
-    Fails when any rank uses sockets or another transport than the fabric, when the run did not
-    cover every GPU, when the parsed output has problems, or when peak busbw < fraction x expected.
+    (see :mod:`.nccl_log`; None when its log names none). Fails when any rank's transport is not the
+    fabric's own or is unknown (:func:`transport_reasons`), when the run did not cover every GPU, when
+    the parsed output has problems, or when peak busbw < fraction x expected.
     """
     _check_fabric(fabric)
     if gpus_per_node < 1 or nodes < 1:
@@ -116,16 +148,8 @@ def judge(
     kinds = set(known.values())
     transport = None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
     if fabric != "none" and nodes > 1:
-        on_socket = [label for label, kind in known.items() if kind in ("socket", "mixed")]
-        if on_socket:
-            shown = ", ".join(on_socket[:6]) + (f" and {len(on_socket) - 6} more" if len(on_socket) > 6 else "")
-            reasons.append(f"{len(on_socket)} rank(s) fell back to sockets instead of {fabric}: {shown}")
-        wrong = sorted({kind for kind in known.values() if kind in RDMA_TRANSPORTS and kind != fabric})
-        if wrong:
-            reasons.append(f"NCCL used {', '.join(wrong)} but the pool's fabric is {fabric}")
-        if not known:
-            notes.append("no NCCL_DEBUG=INFO lines with a transport: transport not checked")
-    elif fabric == "none" and any(kind in RDMA_TRANSPORTS for kind in known.values()):
+        reasons += transport_reasons(fabric, rank_transports)
+    elif fabric == "none" and any(kind in FABRIC_TRANSPORTS for kind in known.values()):
         notes.append("the pool declares no RDMA fabric but NCCL found one")
 
     total = gpus_per_node * nodes
@@ -141,7 +165,7 @@ def judge(
     if peak_busbw_gbps is None:
         if known:
             notes.append("no nccl-tests table: bus bandwidth not checked")
-        else:
+        elif fabric == "none" or nodes <= 1:
             reasons.append("nothing to judge: neither bandwidth figures nor NCCL transport lines were found")
     elif threshold is None:
         notes.append(

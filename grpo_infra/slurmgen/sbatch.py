@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import debug, verl
+from ..deadline import EXPIRATION_VARIABLE
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
 from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
@@ -231,6 +232,7 @@ def sbatch(env: Environment) -> str:
         debug=debug_settings(env),
         container_name=CONTAINER_NAME,
         checkpoint_save_secs=slurm.checkpoint_save_seconds,
+        expiration_variable=EXPIRATION_VARIABLE,
         save_freq=job.checkpoint.save_freq,
         image_guard_program=guard_program().rstrip("\n"),
         image_guard_args=[shlex.quote(a) for a in slurm_guard_args(env)],

@@ -67,6 +67,9 @@ class ImageContents(SpecModel):
     `attn_implementation`): `flash_attention_2` (verl's default) needs flash-attn in the image, which the
     build compiles and the guard imports; `sdpa`, `eager` and `flex_attention` need only torch and are
     passed to verl as `+actor_rollout_ref.model.override_config.attn_implementation`."""
+    rdma: bool | None = None
+    """The RDMA verbs userspace (rdma-core, libibverbs1, ibverbs-providers, librdmacm1), needed on InfiniBand and
+    RoCE pools; a built image gets it from its pool's fabric (leave unset), a prebuilt one must state it."""
     efa: bool = False
     """libfabric with the EFA provider and the aws-ofi-nccl plugin (needed on EFA pools)."""
     nccl_tests: bool = False

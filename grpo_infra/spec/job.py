@@ -11,7 +11,6 @@ from ..preflight.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_FRACTION,
     DEFAULT_ITERATIONS,
-    DEFAULT_SIZE_MIB,
     DEFAULT_TIMEOUT_S,
 )
 from .base import EnvName, PositiveInt, SpecModel
@@ -135,6 +134,11 @@ class CheckpointVolume(SpecModel):
         description="`hostPath` is one shared file system every node mounts at that path (Lustre, NFS, GPFS); "
         "without it a multi-node gang's checkpoints would be split over the nodes' own disks and `check` refuses.",
     )
+    size_gib: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="The volume's size, GiB, when known: `check` refuses a retention (`checkpoint.keep`) whose "
+        "checkpoints would not fit in it.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CheckpointVolume:
@@ -166,6 +170,16 @@ class Checkpoint(SpecModel):
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
     """`trainer.resume_mode`: `auto` resumes from the newest checkpoint in `dir` after a requeue or restart."""
+    keep: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        default=3,
+        description="Checkpoints kept (verl's trainer.max_actor_ckpt_to_keep / max_critic_ckpt_to_keep): older ones "
+        "are deleted after each save; null keeps every one.",
+    )
+    model_params_billion: Annotated[float, Field(gt=0, le=10000)] | None = Field(
+        default=None,
+        description="The model's parameter count in billions, for the checkpoint size estimate; default: read from "
+        "`modelPath` (`...-7B-...`).",
+    )
     volume: CheckpointVolume | None = Field(
         default=None,
         description="Kubernetes only: the volume mounted at `dir` in every Ray pod; when omitted, the "
@@ -202,8 +216,10 @@ class NcclGate(SpecModel):
         default=DEFAULT_BACKEND,
         description="nccl on GPUs; gloo on CPU tensors, one rank per node, for nodes without CUDA (the local sandbox).",
     )
-    size_mib: Annotated[int, Field(ge=1, le=16384)] = Field(
-        default=DEFAULT_SIZE_MIB, description="All-reduce message size, MiB."
+    size_mib: Annotated[int, Field(ge=1, le=16384)] | None = Field(
+        default=None,
+        description="All-reduce message size, MiB; when omitted, the size calibrated for the pool's fabric "
+        "(on its bandwidth plateau: 1024 for infiniband/roce, 8192 for efa; docs/nccl-preflight.md).",
     )
     iterations: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=DEFAULT_ITERATIONS, description="Timed all-reduces."

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 import hostlist
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
 from .providers import EFA_INTERFACES, GKE_GPU_TAINT, efa_interfaces
@@ -77,6 +78,48 @@ class Fabric(SpecModel):
         return self
 
 
+# EC2 begins terminating a Capacity Block's instances 30 minutes before it ends
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html); Auto Scaling asks to
+# scale in to zero more than 30 minutes before the end
+# (https://docs.aws.amazon.com/autoscaling/ec2/userguide/launch-template-capacity-blocks.html).
+EC2_TERMINATION_LEAD_MINUTES = 30
+
+
+class CapacityBlock(SpecModel):
+    """The window of a Capacity Block for ML: the node group scales to the pool's size at `start` and to 0
+    `scaleInMinutes` before `end`, and the job is told when that is."""
+
+    start: AwareDatetime
+    """When the block starts (UTC, as `aws ec2 describe-capacity-reservations` shows StartDate)."""
+    end: AwareDatetime
+    """When the block ends (EndDate)."""
+    scale_in_minutes: Annotated[int, Field(gt=EC2_TERMINATION_LEAD_MINUTES, le=24 * 60)] = Field(
+        default=60,
+        description="Scale the node group to 0 this long before `end` (more than the 30 minutes before the end at "
+        "which EC2 starts terminating the block's instances), so verl's last checkpoint and the drain finish first.",
+    )
+    checkpoint_save_seconds: Annotated[int, Field(ge=0, le=86400)] = Field(
+        default=300,
+        description="Longest a checkpoint save takes; verl is told the scale-in time less this, and saves once "
+        "more when that is less than its longest step away.",
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> CapacityBlock:
+        if self.end <= self.start:
+            raise ValueError("capacityBlock.end must be after capacityBlock.start")
+        if self.scale_in_at <= self.start:
+            raise ValueError(
+                f"capacityBlock: scaling in {self.scale_in_minutes} minutes before the end leaves no time in the block"
+            )
+        return self
+
+    @property
+    def scale_in_at(self) -> datetime:
+        """When the node group scales to 0: the end of the usable window."""
+        return self.end - timedelta(minutes=self.scale_in_minutes)
+
+
 class EksNodes(SpecModel):
     """How an EKS managed node group provides this pool."""
 
@@ -92,10 +135,10 @@ class EksNodes(SpecModel):
         description="The node group's capacity type: `CAPACITY_BLOCK` for a Capacity Block for ML (p5 reservations "
         "usually are), which also sets the launch template's market type `capacity-block`.",
     )
-    capacity_block_open: bool = Field(
-        default=True,
-        description="`CAPACITY_BLOCK` only: false outside the block's window, which creates the node group with "
-        "0 desired nodes (EC2 launches nothing before the block starts); set true and `pulumi up` when it opens.",
+    capacity_block: CapacityBlock | None = Field(
+        default=None,
+        description="`CAPACITY_BLOCK` only: the block's start and end. The node group is created at 0 nodes and "
+        "scheduled actions on its Auto Scaling group scale it to the pool's size at the start and to 0 before the end.",
     )
     max_pods: Annotated[int, Field(ge=1, le=1000)] | None = Field(
         default=None,
@@ -119,12 +162,17 @@ class EksNodes(SpecModel):
         Spot node group cannot use a reservation (docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)."""
         if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_reservation_id is None:
             raise ValueError("capacityType CAPACITY_BLOCK needs the block's id in `capacityReservationId` (cr-...)")
+        if self.capacity_type == "CAPACITY_BLOCK" and self.capacity_block is None:
+            raise ValueError(
+                "capacityType CAPACITY_BLOCK needs the block's window in `capacityBlock` {start, end}: EC2 launches "
+                "nothing before the start and terminates the instances at the end"
+            )
         if self.capacity_type == "SPOT" and self.capacity_reservation_id is not None:
             raise ValueError(
                 "a SPOT node group cannot launch into capacity reservation " + self.capacity_reservation_id
             )
-        if self.capacity_type != "CAPACITY_BLOCK" and not self.capacity_block_open:
-            raise ValueError("`capacityBlockOpen` is for capacityType CAPACITY_BLOCK only")
+        if self.capacity_type != "CAPACITY_BLOCK" and self.capacity_block is not None:
+            raise ValueError("`capacityBlock` is for capacityType CAPACITY_BLOCK only")
         return self
 
 
@@ -161,8 +209,10 @@ class GkeNodes(SpecModel):
     cluster_location: Annotated[str, StringConstraints(pattern=r"^[a-z]+-[a-z0-9]+(-[a-z])?$")] | None = Field(
         default=None, description="The cluster's region or zone; default: the region of `zone` (a regional cluster)."
     )
-    gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = Field(
-        default="DEFAULT", description="Which NVIDIA driver GKE installs on the nodes."
+    gpu_driver_version: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] | None = Field(
+        default=None,
+        description="Which NVIDIA driver GKE installs on the nodes; default: LATEST when the image's CUDA needs an "
+        "R570 driver or newer (GKE's DEFAULT trails it), else DEFAULT. INSTALLATION_DISABLED: you install it.",
     )
 
     @model_validator(mode="after")
@@ -208,7 +258,13 @@ class Pool(SpecModel):
     cpus: Annotated[int, Field(ge=1, le=4096)]
     """CPUs per node."""
     memory_gib: Annotated[int, Field(ge=1, le=65536)]
-    """Memory per node, GiB."""
+    """Memory per node, GiB: the machine's nominal size."""
+    kernel_memory_gib: Annotated[float, Field(gt=0, le=65536)] | None = Field(
+        default=None,
+        description="The kubelet's memory capacity of one node as measured there (`kubectl get node -o "
+        "jsonpath='{.status.capacity.memory}'`, the kernel's MemTotal), GiB; default: the project's measured "
+        "table for the machine type, or the nominal size less 3.5 % (docs/node-pools.md).",
+    )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     """Node labels: what the pool's pods select and its flavor matches."""
     taints: list[Taint] = Field(default_factory=list)
@@ -230,6 +286,15 @@ class Pool(SpecModel):
         if len(names) != len(set(names)):
             raise ValueError("the hostlist names a host twice")
         return value
+
+    @model_validator(mode="after")
+    def _kernel_memory_below_nominal(self) -> Pool:
+        if self.kernel_memory_gib is not None and self.kernel_memory_gib > self.memory_gib:
+            raise ValueError(
+                f"kernelMemoryGib {self.kernel_memory_gib:g} exceeds memoryGib {self.memory_gib}: the kernel sees "
+                "less than the machine's nominal memory, never more"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sized_once(self) -> Pool:

@@ -78,7 +78,8 @@ def test_a_host_mounted_nccl_tests_build_is_the_supported_alternative() -> None:
             "/opt/nccl-tests/all_reduce_perf"
         )
 
-    assert rules(variant("onprem-slurm", edit)) == {}
+    # Without grpo-infra in the image its lock's inputs change too: that is the lock rule's business.
+    assert {k: v for k, v in rules(variant("onprem-slurm", edit)).items() if k != "image-lock-stale"} == {}
 
     # The same path without the mount is still refused.
     def unmounted(data: dict[str, Any]) -> None:
@@ -104,7 +105,8 @@ def test_gate_switched_off_needs_neither_tool() -> None:
         data["image"]["contents"].update(ncclTests=False, grpoInfra=False)
         data["job"].setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
 
-    assert rules(variant("onprem-slurm", edit)) == {}
+    # Without grpo-infra in the image its lock's inputs change too: that is the lock rule's business.
+    assert {k: v for k, v in rules(variant("onprem-slurm", edit)).items() if k != "image-lock-stale"} == {}
 
 
 def test_slurm_token_auth_needs_ray_2_52_too() -> None:
@@ -182,3 +184,19 @@ def test_check_cli_refuses_the_verlai_image(tmp_path: Path) -> None:
     out = tmp_path / "out"
     synth = CliRunner().invoke(app, ["synth", "verlai", "--root", str(tmp_path), "--out", str(out)])
     assert synth.exit_code == 1 and not out.exists()
+
+
+def test_a_prebuilt_image_on_an_rdma_pool_must_declare_the_verbs_userspace() -> None:
+    from .conftest import variant
+
+    def prebuilt(data: dict) -> None:  # type: ignore[type-arg]
+        data["image"].pop("build")
+
+    env = variant("onprem-k8s", prebuilt)
+    assert [v.rule for v in violations(env) if v.rule == "image-rdma"] == ["image-rdma"]
+    ok = variant("onprem-k8s", lambda d: (prebuilt(d), d["image"]["contents"].update(rdma=True)))
+    assert not [v for v in violations(ok) if v.rule == "image-rdma"]
+    # A built image gets it from its pool, unless the stack turns it off.
+    assert not [v for v in violations(variant("onprem-k8s", lambda d: None)) if v.rule == "image-rdma"]
+    off = variant("onprem-k8s", lambda d: d["image"]["contents"].update(rdma=False))
+    assert "image-rdma" in [v.rule for v in violations(off)]

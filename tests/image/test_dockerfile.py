@@ -116,7 +116,10 @@ def test_nccl_tests_link_torchs_nccl_not_a_distribution_libnccl2() -> None:
 def test_the_project_is_installed_without_its_dependencies() -> None:
     """Pulumi's pins (packaging>=26, ...) cannot co-resolve with verl's set: the wheel goes in --no-deps."""
     text = dockerfile(stack("onprem-slurm"))
-    assert "RUN pip install --no-cache-dir --no-deps /opt/grpo-infra/grpo_infra-0.1.0-py3-none-any.whl" in text
+    assert (
+        "RUN pip install --no-cache-dir --no-deps --no-build-isolation /opt/grpo-infra/src && rm -rf /opt/grpo-infra/src"
+        in text
+    )
 
 
 def test_efa_userspace_only_for_the_efa_pool() -> None:
@@ -130,8 +133,8 @@ def test_slurm_gate_tools_only_where_the_gate_runs_in_the_image() -> None:
     slurm = dockerfile(stack("onprem-slurm"))
     assert "make -C /tmp/nccl-tests" in slurm and "MPI=1" in slurm
     assert "install -m 0755 /tmp/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf" in slurm
-    assert "COPY grpo_infra-0.1.0-py3-none-any.whl" in slurm
-    assert "nccl-tests" not in dockerfile(stack("eks-prod")) and "grpo_infra-" not in dockerfile(stack("eks-prod"))
+    assert "COPY --from=project grpo_infra /opt/grpo-infra/src/grpo_infra" in slurm
+    assert "nccl-tests" not in dockerfile(stack("eks-prod")) and "--from=project" not in dockerfile(stack("eks-prod"))
 
 
 def test_the_build_runs_the_guard_with_the_declared_contents() -> None:
@@ -169,3 +172,19 @@ def test_a_renderer_writing_outside_its_folders_is_refused(monkeypatch: pytest.M
     monkeypatch.setattr(synth, "REGISTRY", (*synth.REGISTRY, stray))
     with pytest.raises(RuntimeError, match=r"renderer stray wrote slurm/grpo.sbatch, outside its folders"):
         synth.render(stack("local-slurm"))
+
+
+def test_the_minimum_driver_of_the_images_cuda_is_stated_per_pool() -> None:
+    """CUDA 13.0 needs driver >= 580.65.06 (NVIDIA CUDA 13.0 release notes, Table 3), said where each pool gets it."""
+    eks, gke = dockerfile(stack("eks-prod")), dockerfile(stack("gke-dev"))
+    assert "# Runs on: CUDA 13.0 needs NVIDIA driver >= 580.65.06; pool h100-efa: the EKS-optimized AL2023" in eks
+    assert "pool a3-h100: GKE gpuDriverVersion DEFAULT" in gke
+    assert 'io.grpo-infra.min-driver="580.65.06"' in eks
+
+
+def test_every_job_start_checks_the_hosts_driver() -> None:
+    from grpo_infra.image import guard_args
+
+    for name in BUILT:
+        args = guard_args(stack(name))
+        assert args[args.index("--min-driver") + 1] == "580.65.06", name

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_infra import synth
 from grpo_infra.check import violations
 from grpo_infra.image import lock as locking
 from grpo_infra.spec import load_stack
@@ -180,18 +181,20 @@ def test_the_gate_requirements_are_the_projects_own_without_pulumi() -> None:
 
 
 def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
-    """The image holds this project --no-deps: `python3 -m grpo_infra.cli nccl verdict` must import with
-    only the lock's packages (at the lock's versions), and Pulumi absent."""
+    """The image builds this project's wheel from its checkout and installs it --no-deps: `python3 -m
+    grpo_infra.cli nccl verdict` must run with only the lock's packages (at its versions), Pulumi absent.
+    This runs the rendered install step itself on a copy of the build context."""
     binary = uv()
     lock = stack("onprem-slurm").image.build.lock  # type: ignore[union-attr]
     assert lock is not None
     pinned = locking.pins(lock)
-    (tmp_path / "gate.txt").write_text("\n".join(locking.GATE_REQUIREMENTS) + "\n")
+    wanted = [*locking.GATE_REQUIREMENTS, *locking.PROJECT_BUILD_REQUIREMENTS]
+    (tmp_path / "gate.txt").write_text("\n".join(wanted) + "\n")
     (tmp_path / "pins.txt").write_text(
         "\n".join(f"{n}=={v}" for n, v in sorted(pinned.items()) if n != "flash-attn") + "\n"
     )
     venv = tmp_path / "venv"
-    subprocess.run([binary, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
+    subprocess.run([binary, "venv", "-q", "--seed", "-p", sys.executable, str(venv)], check=True, timeout=120)
     environ = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
     install = subprocess.run(
         [binary, "pip", "install", "-q", "-r", "gate.txt", "-c", "pins.txt"],
@@ -202,10 +205,18 @@ def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
         timeout=600,
     )
     assert install.returncode == 0, install.stderr
+    # The Dockerfile's step: COPY --from=project pyproject.toml and grpo_infra, then pip install them --no-deps.
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
+    shutil.copytree(ROOT / "grpo_infra", src / "grpo_infra", ignore=shutil.ignore_patterns("__pycache__"))
+    step = [*_rendered_project_install(), str(src)]
     python = str(venv / "bin" / "python")
+    built = subprocess.run([python, "-m", *step], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert built.returncode == 0, built.stdout[-1500:] + built.stderr[-1500:]
     gate = subprocess.run(
         [python, "-m", "grpo_infra.cli", "nccl", "verdict", "--help"],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -213,3 +224,33 @@ def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
     )
     assert gate.returncode == 0, gate.stderr[-2000:]
     assert subprocess.run([python, "-c", "import pulumi"], capture_output=True).returncode != 0
+
+
+def _rendered_project_install() -> list[str]:
+    """The Dockerfile's `pip install ... /opt/grpo-infra/src` of the project, without its path."""
+    from grpo_infra.image.dockerfile import dockerfile
+
+    (line,) = [
+        line
+        for line in dockerfile(stack("onprem-slurm")).splitlines()
+        if line.startswith("RUN pip install") and "/src" in line
+    ]
+    words = line.removeprefix("RUN ").split(" && ")[0].split()
+    return [w for w in words if not w.endswith("/src")]
+
+
+def test_pip_takes_the_rendered_flash_attn_step_with_its_hash(tmp_path: Path) -> None:
+    """The build's flash-attn step, as far as it runs without nvcc: pip fetches the sdist the lock hashes,
+    checks its sha256 and prepares it without build isolation against an installed torch."""
+    (tmp_path / "source-build.lock").write_text(synth.render(stack("onprem-slurm"))["image/source-build.lock"])
+    pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation", "--require-hashes"]
+    run = subprocess.run(
+        [*pip, "-r", "source-build.lock", "-d", "out"],
+        cwd=tmp_path,
+        env={**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE", "PIP_FIND_LINKS": ""},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-1500:] + run.stderr[-1500:]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["flash_attn-2.8.3.tar.gz"]

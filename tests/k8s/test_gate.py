@@ -104,9 +104,10 @@ def test_only_the_head_mounts_the_code_read_only(stack: str) -> None:
 
 
 # The gate's options per shipped stack, written from the stack files and docs/nccl-preflight.md (fabric
-# defaults: EFA p5 300 GB/s, RoCE 340 GB/s, none: no threshold; fraction 0.8, 1024 MiB x 20, 300 s).
+# calibration: EFA p5 300 GB/s at 8192 MiB, RoCE 340 GB/s at 1024 MiB, none: no threshold at 1024 MiB;
+# fraction 0.8, 20 iterations, 300 s).
 GATE_ARGV = {
-    "eks-prod": "--fabric efa --gpus-per-node 8 --nodes 4 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "eks-prod": "--fabric efa --gpus-per-node 8 --nodes 4 --backend nccl --fraction 0.8 --size-mib 8192 "
     "--iters 20 --timeout 300 --expected-busbw 300",
     "gke-dev": "--fabric none --gpus-per-node 8 --nodes 2 --backend nccl --fraction 0.8 --size-mib 1024 "
     "--iters 20 --timeout 300",

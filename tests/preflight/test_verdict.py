@@ -21,7 +21,9 @@ def test_documented_defaults() -> None:
     assert default_expected_busbw("efa", 8, 2) == 300.0
     assert default_expected_busbw("none", 8, 2) is None
     assert default_expected_busbw("infiniband", 8, 1) is None  # one node never touches the fabric
-    with pytest.raises(ValueError, match="fabric kind 'ethernet' is not one of infiniband, roce, efa, none"):
+    with pytest.raises(
+        ValueError, match="fabric kind 'ethernet' is not one of infiniband, roce, efa, tcpx, tcpxo, none"
+    ):
         default_expected_busbw("ethernet", 8, 2)
 
 

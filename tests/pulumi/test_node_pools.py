@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.nodepools import AMI_TYPE, EFA_INTERFACES
+from grpo_infra.nodepools.capacity_blocks import desired_now, scheduled_actions, utc_now
 from grpo_infra.nodepools.charts import EFA_DEVICE_PLUGIN, GPU_OPERATOR, NVIDIA_DEVICE_PLUGIN
 from grpo_infra.pulumi_graph import record
 from grpo_infra.spec import load_stack
@@ -19,6 +20,7 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+SCHEDULE = "aws:autoscaling/schedule:Schedule"
 
 
 def pool_releases(graph) -> dict[str, dict]:
@@ -37,9 +39,12 @@ def test_eks_node_group_is_the_spec_pool() -> None:
     group = graph.named(NODE_GROUP, pool.name).inputs
     assert group["clusterName"] == "ml-prod"
     assert group["amiType"] == AMI_TYPE == "AL2023_x86_64_NVIDIA"
-    assert group["instanceTypes"] == ["p5.48xlarge"]
-    # A gang needs every node at once: the group never scales.
-    assert group["scalingConfig"] == {"desiredSize": 4, "minSize": 4, "maxSize": 4}
+    # A Capacity Block's instance type is the launch template's; EKS refuses it in both places.
+    assert "instanceTypes" not in group
+    assert graph.named(LAUNCH_TEMPLATE, pool.name).inputs["instanceType"] == "p5.48xlarge"
+    # Outside the block EC2 launches nothing: the group waits at 0 and scheduled actions move it.
+    desired = desired_now(pool, utc_now())
+    assert group["scalingConfig"] == {"desiredSize": desired, "minSize": 0, "maxSize": 4}
     assert group["labels"] == pool.labels
     assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in group["taints"]
     assert len(group["taints"]) == len(pool.taints)
@@ -88,7 +93,7 @@ def test_gke_node_pool_is_the_spec_pool() -> None:
     config = node_pool["nodeConfig"]
     assert config["machineType"] == "a3-highgpu-8g"
     assert config["guestAccelerators"] == [
-        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"}}
+        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
     ]
     assert config["gvnic"] == {"enabled": True}
     assert config["labels"] == pool.labels
@@ -193,3 +198,17 @@ def test_onprem_program_installs_the_rdma_plugin_before_the_job() -> None:
     # The job waits for the node pools, the RDMA plugin among them.
     plugin = next(r for r in graph.resources if r.type == "grpo-infra:nodepools:RdmaDevicePlugin")
     assert plugin.urn in graph.upstream(job.urn, through_parents=True)
+
+
+def test_capacity_block_schedules_are_registered_on_the_node_groups_autoscaling_group() -> None:
+    """The actions still ahead of `pulumi up` (their exact times: tests/pulumi/test_capacity_blocks.py)."""
+    graph = shipped_graph("eks-prod")
+    pool = load_stack("eks-prod", ROOT).environment.pool("h100-efa")
+    expected = {a["scheduled_action_name"]: a for a in scheduled_actions(pool, utc_now())}
+    schedules = {r.name: r for r in graph.of_type(SCHEDULE)}
+    assert set(schedules) == set(expected)
+    group = graph.named(NODE_GROUP, "h100-efa")
+    for name, schedule in schedules.items():
+        assert schedule.inputs["startTime"] == expected[name]["start_time"]
+        assert schedule.inputs["desiredCapacity"] == expected[name]["desired_capacity"]
+        assert group.urn in schedule.dependencies  # the group's own Auto Scaling group
