@@ -298,6 +298,7 @@ def _base(plan: Recipe, log: Path, say: Progress) -> tuple[Path, Layer]:
     if (home / "layer.json").is_file() and (home / "rootfs").is_dir():
         say(f"  base layer cached ({home})")
         return home / "rootfs", Layer.from_json(json.loads((home / "layer.json").read_text()))
+    started = time.monotonic()
     for stale in home.parent.glob(f"{slug(plan.ref)}-*"):
         shutil.rmtree(stale, ignore_errors=True)
     partial = home.with_name(home.name + ".partial")
@@ -324,8 +325,14 @@ def _base(plan: Recipe, log: Path, say: Progress) -> tuple[Path, Layer]:
     say(f"  base layer {layer.size / 2**20:.0f} MiB in {time.monotonic() - t:.0f}s")
     partial.rename(home)
     layer = Layer(home / "layer.tar.gz", layer.digest, layer.diff_id, layer.size)
-    (home / "layer.json").write_text(json.dumps(layer.as_json()))
+    (home / "layer.json").write_text(json.dumps({**layer.as_json(), "seconds": round(time.monotonic() - started, 1)}))
     return home / "rootfs", layer
+
+
+def base_seconds(plan: Recipe) -> float | None:
+    """How long the cached base layer of `plan` took to build (debootstrap, pip, packing), if recorded."""
+    meta = cache_dir() / "base" / f"{slug(plan.ref)}-{base_key(plan)}" / "layer.json"
+    return json.loads(meta.read_text()).get("seconds") if meta.is_file() else None
 
 
 # Archives kept per reference: several checkouts (worktrees, branches) share the cache, each with its own.
@@ -366,7 +373,9 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
     say(f"building {plan.ref} (CPU variant, {SUITE} minbase, key {plan.key()}; log {log})")
     if force:
         shutil.rmtree(cache / "base" / f"{slug(plan.ref)}-{base_key(plan)}", ignore_errors=True)
+    base_cached = (cache / "base" / f"{slug(plan.ref)}-{base_key(plan)}" / "layer.json").is_file()
     base_root, base_layer = _base(plan, log, say)
+    upper_started = time.monotonic()
     work = Path(tempfile.mkdtemp(dir=cache, prefix=f".build-{plan.key()}-"))
     root = work / "rootfs"
     try:
@@ -420,6 +429,9 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
             "debian": debs,
             "python": wheels,
             "builtSeconds": round(time.monotonic() - started, 1),
+            "baseCached": base_cached,
+            "baseSeconds": base_seconds(plan),
+            "upperSeconds": round(time.monotonic() - upper_started, 1),
         }
         record_file.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         _keep_newest(cache, plan.ref)
