@@ -1,5 +1,7 @@
-"""The local Kubernetes, in numbers: the binaries' cold build times and disk size, `kube up` to
-ready, `pulumi up` of local-k8s, RayJob created → admitted → RayCluster Ready, `pulumi destroy`.
+"""The local Kubernetes, in numbers: the binaries' cold build times and disk size; with real nodes,
+`kube up` to every node Ready (cold and warm), the memory of the whole cluster, `kube down`; with
+KWOK nodes, `kube up`, `pulumi up` of local-k8s, RayJob created → admitted → RayCluster Ready,
+`pulumi destroy`.
 
 Build times are those recorded when each binary was built (scripts/build-kube.sh writes them to
 `built.json`); a warm rebuild is free. Not a test: `python benchmarks/kube_bench.py`.
@@ -10,13 +12,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 from grpo_infra import engine
-from grpo_infra.kube import cluster
+from grpo_infra.kube import cluster, realnodes
 from grpo_infra.kube.plan import PULUMI_TOOLS, TOOLS, Paths
+from grpo_infra.kube.plan import ROOT as KUBE_ROOT
 from grpo_infra.kube.versions import cache_root
 from grpo_infra.spec import load_stack
 
@@ -35,7 +39,7 @@ def go_env(name: str) -> Path:
 
 def build_numbers() -> None:
     total = 0
-    for name, tool in {**TOOLS, **PULUMI_TOOLS}.items():
+    for name, tool in {**TOOLS, "kubelet": realnodes.KUBELET, **PULUMI_TOOLS}.items():
         record = tool.path.parent.parent / "built.json"
         if record.is_file():
             seconds = json.loads(record.read_text())["seconds"]
@@ -55,12 +59,57 @@ def stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def cluster_rss_mib() -> float:
+    """Resident memory of everything the cluster runs: processes naming its root (command line or
+    environment: control plane, operators, DNS, every node's kubelet, containerd, shims, device
+    plugin) and everything in the nodes' cgroups (the containers)."""
+    pids = set(realnodes.cgroup_pids())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if str(KUBE_ROOT).encode() in cmdline or f"GRPO_KUBE_ROOT={KUBE_ROOT}".encode() in environ:
+            pids.add(int(proc.name))
+    total_kib = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total_kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total_kib / 1024
+
+
+def real_node_numbers() -> None:
+    """Real nodes: `kube up` twice (the first may compile the pause image), memory, `kube down`."""
+    reason = realnodes.unavailable()
+    if reason:
+        print(f"real   not run: {reason}")
+        return
+    stack = "local-k8s"
+    env = load_stack(stack, ROOT).environment
+    for attempt in ("first", "warm"):
+        started = time.monotonic()
+        state = cluster.up(stack, env, nodes="real", timeout=300)
+        took = time.monotonic() - started
+        print(f"real   kube up to all {len(state['nodes'])} nodes Ready + GPUs advertised ({attempt})   {took:6.1f}s")
+        time.sleep(10)
+        print(f"real   memory of the whole cluster, idle                 {cluster_rss_mib():8.0f} MiB")
+        started = time.monotonic()
+        cluster.down()
+        print(f"real   kube down (nothing left)                          {time.monotonic() - started:6.1f}s")
+
+
 def cluster_numbers() -> None:
     stack = "local-k8s"
     env = load_stack(stack, ROOT).environment
     started = time.monotonic()
-    cluster.up(stack, env)
-    print(f"kube   up to ready (4 GPU nodes + 1 CPU node, Kueue, KubeRay)   {time.monotonic() - started:6.1f}s")
+    cluster.up(stack, env, nodes="fake")
+    print(f"kube   up to ready (KWOK: 4 GPU nodes + 1 CPU node, Kueue, KubeRay) {time.monotonic() - started:6.1f}s")
     paths = Paths(cluster.ROOT)
     os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "bench")
     try:
@@ -101,6 +150,10 @@ def cluster_numbers() -> None:
 
 
 if __name__ == "__main__":
+    # `kube_bench.py real` or `kube_bench.py fake`: only that half of the cluster's numbers.
+    only = sys.argv[1] if len(sys.argv) > 1 else None
     build_numbers()
-    if not [n for n, t in {**TOOLS, **PULUMI_TOOLS}.items() if not t.path.is_file()]:
+    if only != "fake" and not [n for n, t in TOOLS.items() if not t.path.is_file()]:
+        real_node_numbers()
+    if only != "real" and not [n for n, t in {**TOOLS, **PULUMI_TOOLS}.items() if not t.path.is_file()]:
         cluster_numbers()

@@ -3,6 +3,7 @@ nodes from a stack's pools (the Kubernetes twin of `grpo-infra sandbox`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,23 +13,55 @@ from ..kube.plan import KubeError
 from .common import RootOption, console, fail, load
 
 app = typer.Typer(
-    help="A local Kubernetes (etcd, API server, scheduler, controller manager, Kueue, KubeRay, KWOK GPU nodes).",
+    help="A local Kubernetes (etcd, API server, scheduler, controller manager, Kueue, KubeRay, and the "
+    "stack's nodes: real kubelets and containers, or KWOK).",
     no_args_is_help=True,
 )
 
-StackOption = Annotated[str, typer.Option("--stack", help="Stack whose pools become the fake GPU nodes.")]
+StackOption = Annotated[str, typer.Option("--stack", help="Stack whose pools become the GPU nodes.")]
+NodesOption = Annotated[
+    str,
+    typer.Option(
+        "--nodes",
+        help="real: a kubelet and containerd per node, fake GPUs by device plugin; fake: KWOK nodes "
+        "(admission and scale checks); auto: real where this machine allows (root, containerd).",
+    ),
+]
 
 
 @app.command()
-def up(stack: StackOption = "local-k8s", root: RootOption = None) -> None:
+def up(stack: StackOption = "local-k8s", nodes: NodesOption = "auto", root: RootOption = None) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
     loaded = load(stack, root)
+    if nodes not in kube.NODE_MODES:
+        fail(f"--nodes must be one of {', '.join(kube.NODE_MODES)}, not {nodes!r}")
     try:
-        state = kube.up(stack, loaded.environment)
+        state = kube.up(stack, loaded.environment, nodes=nodes)
     except KubeError as exc:
         fail(str(exc))
-    console.print(f"kube up in {state['seconds']}s: {len(state['nodes'])} nodes {' '.join(state['nodes'])}")
+    if state.get("images_note"):
+        console.print(state["images_note"], highlight=False, markup=False)
+    if state.get("fake_because"):
+        console.print(f"fake (KWOK) nodes: {state['fake_because']}", highlight=False, markup=False)
+    console.print(
+        f"kube up in {state['seconds']}s: {len(state['nodes'])} {state['nodes_mode']} nodes {' '.join(state['nodes'])}"
+    )
     console.print('use it with: eval "$(grpo-infra kube env)"; kubectl get nodes', highlight=False)
+
+
+@app.command("load")
+def load_images(
+    archives: Annotated[
+        list[Path] | None, typer.Argument(help="OCI archives (default: the stack's job image).")
+    ] = None,
+) -> None:
+    """Import image archives into every real node of the running cluster (after `grpo-infra image build`)."""
+    try:
+        loaded = kube.load(archives=archives or None)
+    except KubeError as exc:
+        fail(str(exc), code=1)
+    for path in loaded:
+        console.print(f"loaded {path} into every node", highlight=False)
 
 
 @app.command()

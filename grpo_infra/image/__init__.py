@@ -83,8 +83,8 @@ def guard_args(env: Environment, *, all_reduce_perf: str | None = None, grpo_inf
     fabric = env.gang.pool.fabric
     if fabric.kind in ("infiniband", "roce"):
         args.append("--rdma")
-        if fabric.hcas:
-            args += ["--hcas", ",".join(fabric.hcas)]
+        for hca in fabric.hcas or []:
+            args += ["--hca", hca]
     from .driver import min_driver
 
     needed = min_driver(contents.cuda)

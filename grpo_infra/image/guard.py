@@ -164,7 +164,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--skip-engine", action="store_true", help="the job runs another entrypoint than verl")
     parser.add_argument("--attention", help="verl's attention implementation; its package must import")
     parser.add_argument("--rdma", action="store_true", help="the pool's fabric is InfiniBand/RoCE: verbs must load")
-    parser.add_argument("--hcas", help="comma-separated HCAs the pool declares (checked at job start)")
+    parser.add_argument("--hca", action="append", default=[], help="an HCA the pool declares (repeated; job start)")
     parser.add_argument("--min-driver", help="the lowest NVIDIA driver the image's CUDA runs on (job start)")
     parser.add_argument("--driver-version-file", default=DRIVER_VERSION_FILE, help=argparse.SUPPRESS)
     parser.add_argument("--at-build", action="store_true", help="image build: skip what only a node has (HCAs, driver)")
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         present.append(f"verbs providers {providers}, HCAs {', '.join(devices or []) or 'none'}")
     tests_nccl = nccl_tests_nccl(tests) if tests else None
     if tests:
-        present.append(f"all_reduce_perf NCCL {tests_nccl or 'unresolved'}")
+        present.append(f"nccl-tests NCCL {tests_nccl or 'unresolved'}")
     driver = None if args.at_build else driver_version(args.driver_version_file)
     if args.min_driver and not args.at_build:
         present.append(f"driver {driver or 'none'}")
@@ -232,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         wrong.append(f"the pool's fabric needs RDMA verbs, {verbs_error}: NCCL would fall back to TCP sockets")
     elif args.rdma and not verbs_providers():
         wrong.append(f"the pool's fabric needs RDMA verbs, no provider in {os.path.dirname(VERBS_PROVIDERS)}")
-    elif args.rdma and args.hcas and not args.at_build and not devices:
-        wrong.append(f"the pool declares HCAs {args.hcas}, no verbs device loads here (provider or device missing)")
+    elif args.rdma and args.hca and not args.at_build and not devices:
+        declared = ",".join(args.hca)
+        wrong.append(f"the pool declares HCAs {declared}, no verbs device loads here (provider or device missing)")
     if tests and tests_nccl is not None and "/nvidia/nccl/" not in tests_nccl:
-        wrong.append(f"all_reduce_perf loads {tests_nccl}, not torch's NCCL: the gate would measure another NCCL")
+        wrong.append(f"{args.nccl_tests} loads {tests_nccl}, not torch's NCCL: the gate would measure another NCCL")
     if args.min_driver and not args.at_build:
         if driver is None:
             wrong.append(

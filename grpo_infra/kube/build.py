@@ -140,6 +140,8 @@ def groups() -> tuple[Group, ...]:
                 Binary("kube-controller-manager", KUBERNETES, f"{k8s}/cmd/kube-controller-manager", k8s_flags),
                 Binary("kube-scheduler", KUBERNETES, f"{k8s}/cmd/kube-scheduler", k8s_flags),
                 Binary("kubectl", KUBERNETES, f"{k8s}/cmd/kubectl", k8s_flags),
+                # The real nodes' kubelet: the control plane's own version, from the same graph.
+                Binary("kubelet", KUBERNETES, f"{k8s}/cmd/kubelet", k8s_flags),
                 Binary(
                     "kueue",
                     KUEUE,

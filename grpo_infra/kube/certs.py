@@ -85,9 +85,11 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
         path.chmod(0o600)
 
 
-def write_pki(directory: Path, serving_names: list[str], serving_ips: list[str]) -> Pki:
+def write_pki(directory: Path, serving_names: list[str], serving_ips: list[str], kubelets: tuple[str, ...] = ()) -> Pki:
     """A fresh CA plus: `apiserver` (serving), `admin` (client, system:masters), `webhook` (serving
-    on 127.0.0.1), and the service-account signing key pair."""
+    on 127.0.0.1), the service-account signing key pair, and a client certificate per kubelet
+    (`kubelet-<node>`, user system:node:<node>; group system:masters, since the local API server
+    authorizes by RBAC alone, without the Node authorizer)."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = Pki(directory)
     ca_key = _key()
@@ -120,6 +122,10 @@ def write_pki(directory: Path, serving_names: list[str], serving_ips: list[str])
     issue("apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, serving_names, serving_ips)
     issue("admin", _name("grpo-infra-admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, [], [])
     issue("webhook", _name("grpo-infra-webhooks"), ExtendedKeyUsageOID.SERVER_AUTH, ["localhost"], ["127.0.0.1"])
+    for node in kubelets:
+        issue(
+            f"kubelet-{node}", _name(f"system:node:{node}", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, [], []
+        )
     sa = _key()
     _write(pki.sa_key, _pem_key(sa), private=True)
     _write(

@@ -1,5 +1,6 @@
 """Bring the local Kubernetes up and down: etcd, the API server, scheduler and controller manager,
-Kueue and KubeRay as processes, and KWOK faking the kubelets of a stack's GPU nodes.
+Kueue and KubeRay as processes, and the stack's nodes: real ones (a kubelet and a containerd each,
+in namespaces of their own, `realnodes.py`) where this machine allows, or KWOK faking them.
 
 Every process is started with its pid recorded under the cluster's root and is found again by that
 pid file (and only if its command line names the root), so `down` (and `up`, which calls it first)
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import ssl
@@ -26,10 +28,14 @@ from typing import Any
 import yaml
 
 from ..engine import Settings
+from ..image.oci import OCIError
 from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
-from ..processes import pid_of, stop, wait_for
-from ..spec import Environment
+from ..localnode import teardown
+from ..processes import pid_of, wait_for
+from ..spec import Environment, load_stack
+from . import images, nodeimages, realnodes
 from .certs import Pki, write_pki
+from .nodes import LINK_PREFIX, NAMESPACE_PREFIX, bridge_address, real_nodes
 from .plan import (
     KUEUE_METRICS_CERTS,
     LOOPBACK,
@@ -59,9 +65,12 @@ COMPONENTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
+    "dnsmasq",
+    "dnsfeed",
     "kueue",
     "ray-operator",
 )
+NODE_MODES = ("auto", "real", "fake")
 
 
 def tool(name: str) -> str:
@@ -191,17 +200,46 @@ def _ports_free() -> None:
 # ---------------------------------------------------------------------------------------------- up
 
 
-def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120) -> dict[str, Any]:
-    """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve."""
+def node_mode(requested: str = "auto") -> tuple[str, str | None]:
+    """The node mode to run and, when `auto` falls back to fake nodes, the one line saying why.
+    `real` on a machine that cannot run real nodes is refused with that line."""
+    if requested not in NODE_MODES:
+        raise KubeError(f"--nodes must be one of {', '.join(NODE_MODES)}, not {requested!r}")
+    if requested == "fake":
+        return "fake", None
+    reason = realnodes.unavailable()
+    if reason is None:
+        return "real", None
+    if requested == "real":
+        raise KubeError(reason)
+    return "fake", reason
+
+
+def up(
+    stack: str,
+    env: Environment,
+    *,
+    root: Path = ROOT,
+    timeout: float = 120,
+    nodes: str = "auto",
+    archives: list[Path] | None = None,
+) -> dict[str, Any]:
+    """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve.
+    `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
+    `archives`: the images real nodes get besides the pause image (default: the stack's job image
+    if it is built, `images.node_archives`; the operators run as host processes here)."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
+    mode, why_fake = node_mode(nodes)
     require_tools()
     down(root)
     _ports_free()
     paths = Paths(root)
     started = time.monotonic()
     try:
-        state = _bring_up(stack, env, paths, timeout)
+        state = _bring_up(stack, env, paths, timeout, mode, archives)
+        if why_fake:
+            state["fake_because"] = why_fake
     except BaseException:
         down(root)
         raise
@@ -210,17 +248,32 @@ def up(stack: str, env: Environment, *, root: Path = ROOT, timeout: float = 120)
     return state
 
 
-def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float) -> dict[str, Any]:
+def _bring_up(
+    stack: str, env: Environment, paths: Paths, timeout: float, mode: str, archives: list[Path] | None
+) -> dict[str, Any]:
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.config("x").parent.mkdir(parents=True, exist_ok=True)
+    planned = real_nodes(env) if mode == "real" else []
     pki = write_pki(
-        paths.pki, ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"], [LOOPBACK, "10.96.0.1"]
+        paths.pki,
+        ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+        [LOOPBACK, "10.96.0.1", *([bridge_address()] if planned else [])],
+        kubelets=tuple(n.name for n in planned),
     )
     paths.kubeconfig.write_text(kubeconfig(paths))
     paths.kubeconfig.chmod(0o600)
+    # The local backend's secrets are encrypted with a passphrase of this cluster's own: the state
+    # lives and dies with the cluster, so `kube env` hands it out and nobody has to invent one.
+    passphrase = paths.root / "pulumi-passphrase"
+    passphrase.touch(mode=0o600)
+    passphrase.write_text(secrets.token_urlsafe(24))
     created_outside: list[str] = []
-    state: dict[str, Any] = {"stack": stack, "created_outside_root": created_outside}
+    state: dict[str, Any] = {"stack": stack, "nodes_mode": mode, "created_outside_root": created_outside}
     paths.state.write_text(json.dumps(state) + "\n")
+    if planned:
+        # The network first: the API server's forward and the DNS server bind the bridge.
+        realnodes.wrap(lambda: realnodes.build_network(planned))
+        realnodes.wrap(realnodes.forward_apiserver)
 
     _start_control_plane(paths, pki, timeout)
     # Namespaces the operators and tests expect, then the CRDs (established before any CR is made).
@@ -230,16 +283,95 @@ def _bring_up(stack: str, env: Environment, paths: Paths, timeout: float) -> dic
     apply(paths, crds(pki.ca.read_bytes()), validate="false")
     kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
 
-    _start_kwok(paths)
-    nodes = fake_nodes(env)
-    apply(paths, nodes)
+    if planned:
+        notes: list[str] = []
+        names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes)
+        if notes:
+            state["images_note"] = notes[0]
+        paths.state.write_text(json.dumps(state) + "\n")
+    else:
+        _start_kwok(paths)
+        fakes = fake_nodes(env)
+        apply(paths, fakes)
+        names = [n["metadata"]["name"] for n in fakes]
     _start_kueue(paths, pki, env, created_outside, timeout)
     paths.state.write_text(json.dumps(state) + "\n")
-    _start_kuberay(paths, timeout)
-    names = [n["metadata"]["name"] for n in nodes]
+    _start_kuberay(paths, timeout, dns=bridge_address() if planned else None)
     kubectl(paths, "wait", "--for=condition=Ready", *[f"node/{n}" for n in names], f"--timeout={int(timeout)}s")
+    if planned:
+        kubectl(paths, "label", "node", "--overwrite", *names, *[f"{k}={v}" for k, v in MANAGED_BY.items()])
+        _wait_devices(paths, planned, timeout)
     state["nodes"] = names
     return state
+
+
+def load(root: Path = ROOT, archives: list[Path] | None = None) -> list[Path]:
+    """Import image archives into every real node of the running cluster (default: the job's image
+    of its stack, once `grpo-infra image build STACK` has made it); returns what was loaded."""
+    state = load_state(root)
+    if state.get("nodes_mode") != "real":
+        raise KubeError("the local cluster runs KWOK nodes: nothing runs images there")
+    paths = Paths(root)
+    if archives is None:
+        env = load_stack(state["stack"], realnodes.PROJECT).environment
+        try:
+            archives = images.node_archives(env, realnodes.PROJECT, state["stack"], operators=False)
+        except OCIError as exc:
+            raise KubeError(str(exc)) from None
+    realnodes.load_all_images(real_nodes_of(state), paths, archives, timeout=60)
+    return archives
+
+
+def real_nodes_of(state: dict[str, Any]) -> list[Any]:
+    """The real nodes a running cluster was made with (from its stack, as `up` planned them)."""
+    env = load_stack(state["stack"], realnodes.PROJECT).environment
+    return [n for n in real_nodes(env) if n.name in state.get("nodes", [])]
+
+
+def _wait_devices(paths: Paths, planned: list[Any], timeout: float) -> None:
+    """Until every node's allocatable shows the devices its device plugin advertises: a node is
+    Ready before its plugin has registered, and a gang admitted then would not fit."""
+
+    def advertised() -> bool:
+        nodes = {n["metadata"]["name"]: n for n in json.loads(kubectl(paths, "get", "nodes", "-o", "json"))["items"]}
+        return all(
+            nodes.get(node.name, {}).get("status", {}).get("allocatable", {}).get(resource) == str(count)
+            for node in planned
+            for resource, count in node.devices.items()
+        )
+
+    wait_for(advertised, timeout, KubeError(f"device plugins not registered after {timeout:.0f}s; see nodes/*/logs/"))
+
+
+def _start_real_nodes(
+    stack: str,
+    env: Environment,
+    paths: Paths,
+    planned: list[Any],
+    created: list[str],
+    timeout: float,
+    archives: list[Path] | None,
+    note: list[str],
+) -> list[str]:
+    """The cluster DNS, then every node (booted at once), its images loaded; returns their names
+    (and appends to `note` what could not be loaded)."""
+    (paths.root / "dns").mkdir(parents=True, exist_ok=True)
+    _start(paths, "dnsmasq", realnodes.dns_argv(paths))
+    _start(paths, "dnsfeed", realnodes.dnsfeed_argv(paths), env=realnodes.node_env(paths.root))
+    if archives is None:
+        try:
+            archives = images.node_archives(env, realnodes.PROJECT, stack, operators=False)
+        except OCIError as exc:
+            archives = []
+            note.append(f"the job's image is not loaded into the nodes: {exc}")
+    archives = [nodeimages.pause_archive(), *archives]
+    for node in planned:
+        realnodes.prepare_node(node, paths, created)
+    paths.state.write_text(json.dumps({**load_state(paths.root), "created_outside_root": created}) + "\n")
+    for node in planned:
+        realnodes.start_node(node, paths)
+    realnodes.load_all_images(planned, paths, archives, timeout)
+    return [n.name for n in planned]
 
 
 def _namespace(name: str) -> dict[str, Any]:
@@ -286,6 +418,11 @@ def _start_control_plane(paths: Paths, pki: Pki, timeout: float) -> None:
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",
             "--authorization-mode=RBAC",
+            # For logs and exec: the API server calls the kubelets as admin.
+            f"--kubelet-client-certificate={pki.crt('admin')}",
+            f"--kubelet-client-key={pki.key('admin')}",
+            # By address: a node's name resolves nowhere (and must not be looked up off this machine).
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             "--profiling=false",
         ],
@@ -389,28 +526,34 @@ def _install_metrics_certs(pki: Pki, created_outside: list[str]) -> None:
         created_outside += [str(crt), str(key)]
 
 
-def _loopback_resolver(paths: Paths, argv: list[str]) -> list[str]:
-    """`argv` in a mount namespace of its own whose /etc/resolv.conf names only 127.0.0.1.
+def _cluster_resolver(paths: Paths, argv: list[str], dns: str | None) -> list[str]:
+    """`argv` in a mount namespace of its own whose /etc/resolv.conf names only the cluster DNS
+    (real nodes) or 127.0.0.1 (fake nodes).
 
     KubeRay reaches a RayCluster's dashboard by its head Service's DNS name (ray-operator v1.6.2
-    controllers/ray/utils/util.go:937-939, FetchHeadServiceURL), which nothing resolves here: through
-    the machine's own resolver those lookups would leave the machine. Pointed at loopback, where
-    nothing answers, they fail at once and stay on this host. Needs root (a mount namespace);
-    otherwise `argv` is unchanged.
+    controllers/ray/utils/util.go:937-939, FetchHeadServiceURL). With real nodes the cluster DNS
+    on the bridge answers it; with fake ones nothing resolves it, and through the machine's own
+    resolver those lookups would leave the machine: pointed at loopback, where nothing answers,
+    they fail at once and stay on this host. Needs root (a mount namespace); otherwise `argv` is
+    unchanged. The host's named network namespaces are unmounted in the copy, so this process
+    never keeps a deleted one alive.
     """
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return argv
     conf = paths.config("resolv.conf")
-    conf.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-    bind = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+    if dns:
+        conf.write_text(f"nameserver {dns}\nsearch cluster.local\noptions timeout:1 attempts:2\n")
+    else:
+        conf.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    bind = 'umount -l /run/netns 2>/dev/null; mount --bind "$0" /etc/resolv.conf && exec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind, str(conf), *argv]
 
 
-def _start_kuberay(paths: Paths, timeout: float) -> None:
+def _start_kuberay(paths: Paths, timeout: float, dns: str | None = None) -> None:
     _start(
         paths,
         "ray-operator",
-        _loopback_resolver(
+        _cluster_resolver(
             paths,
             [
                 tool("ray-operator"),
@@ -419,6 +562,7 @@ def _start_kuberay(paths: Paths, timeout: float) -> None:
                 "-metrics-addr=0",
                 "-log-stdout-encoder=console",
             ],
+            dns,
         ),
         env={"KUBECONFIG": str(paths.kubeconfig)},
     )
@@ -436,28 +580,27 @@ def load_state(root: Path = ROOT) -> dict[str, Any]:
 
 
 def down(root: Path = ROOT) -> list[str]:
-    """Stop every process the cluster started and remove its files; safe to run any time."""
+    """Stop every process the cluster started (its nodes' containers included) and remove
+    everything it made, inside its root and out; safe to run any time."""
     paths = Paths(root)
-    done: list[str] = []
     created: list[str] = []
     with contextlib.suppress(KubeError):
         created = list(load_state(root).get("created_outside_root", []))
-    for name in reversed(COMPONENTS):
-        pid = pid_of(paths.pidfile(name), str(root))
-        if pid is not None:
-            stop([pid], grace=5)
-            done.append(f"stopped {name} ({pid})")
-    for path in map(Path, created):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        done.append(f"removed {path}")
-    if root.exists():
-        shutil.rmtree(root, ignore_errors=True)
-        done.append(f"removed {root}")
-    return done
+    # The nodes first (they would only report themselves lost), then the control plane.
+    done = realnodes.kill_nodes()
+
+    def host_state() -> list[str]:
+        return realnodes.remove_forward() + realnodes.remove_cgroups()
+
+    return done + teardown(
+        root,
+        pidfiles=[paths.pidfile(name) for name in reversed(COMPONENTS)],
+        namespace_prefix=NAMESPACE_PREFIX,
+        link_prefix=LINK_PREFIX,
+        created=created,
+        before_links=host_state,
+        grace=5,
+    )
 
 
 # ------------------------------------------------------------------------------------ status / env
@@ -467,11 +610,21 @@ def status(root: Path = ROOT) -> str:
     """Each component's process and the nodes as the API server sees them."""
     state = load_state(root)
     paths = Paths(root)
-    lines = [f"local cluster of stack {state['stack']} at {server_url()} (up in {state.get('seconds', '?')}s)"]
+    mode = state.get("nodes_mode", "fake")
+    lines = [
+        f"local cluster of stack {state['stack']} at {server_url()} (up in {state.get('seconds', '?')}s), "
+        f"{mode} nodes" + (f" ({state['fake_because']})" if state.get("fake_because") else "")
+    ]
     for name in COMPONENTS:
+        if (name == "kwok") != (mode == "fake") and name in ("kwok", "dnsmasq", "dnsfeed"):
+            continue
         pid = pid_of(paths.pidfile(name), str(root))
         lines.append(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'NOT RUNNING'}")
     lines.append(kubectl(paths, "get", "nodes", "-o", "wide", check=False).rstrip())
+    pods = kubectl(paths, "get", "pods", "-A", "-o", "wide", check=False).rstrip()
+    lines.append(pods or "no pods")
+    jobs = kubectl(paths, "get", "rayjobs", "-A", check=False).rstrip()
+    lines.append(jobs or "no RayJobs")
     return "\n".join(lines)
 
 
@@ -490,6 +643,7 @@ def env_exports(root: Path = ROOT) -> str:
             f"export PULUMI_HOME={paths.pulumi_home}",
             f"export PULUMI_BACKEND_URL=file://{paths.pulumi_state}",
             "export PULUMI_SKIP_UPDATE_CHECK=true",
+            f"export PULUMI_CONFIG_PASSPHRASE_FILE={paths.root / 'pulumi-passphrase'}",
             "export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true",
             f"# local cluster of stack {state['stack']}: kubectl get nodes",
         ]

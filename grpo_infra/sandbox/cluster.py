@@ -7,20 +7,21 @@ cleans up after a crash as well as after a clean run. Needs root.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import synth
-from ..processes import pid_of, stop, wait_for
+from ..localnode import Link, add_bridge, attach, check_subnet_free, kill_namespace, teardown
+from ..localnode import namespace_pids as namespace_pids
+from ..localnode import namespaces as _namespaces
+from ..localnode.run import LocalNodeError
+from ..processes import wait_for
 from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
 from .plan import (
@@ -118,7 +119,10 @@ def up(
     require_root_and_tools()
     down(root)
     plan = make_plan(stack, env, nodes, root=root)
-    _check_subnet_free(plan)
+    try:
+        check_subnet_free(plan.subnet, "pick another private /24 with GRPO_SANDBOX_SUBNET=10.x.y.0/24")
+    except LocalNodeError as exc:
+        raise SandboxError(f"sandbox {exc}") from None
     files = synth.render(plan.env) if files is None else files
     for needed in ("slurm/slurm.conf", "slurm/gres.conf", SBATCH_PATH):
         if needed not in files:
@@ -128,7 +132,10 @@ def up(
         _write_state(plan, created)
         _add_hosts_block(plan)
         _start_munge(plan)
-        _build_network(plan)
+        try:
+            _build_network(plan)
+        except LocalNodeError as exc:
+            raise SandboxError(str(exc)) from None
         _start_controller(plan)
         for node in plan.nodes:
             start_node(node.name, root=root)
@@ -137,20 +144,6 @@ def up(
         down(root)
         raise
     return plan
-
-
-def _check_subnet_free(plan: Plan) -> None:
-    """Refuse a subnet that overlaps any address or route this machine already has."""
-    for line in _run(["ip", "-4", "-o", "route", "show", "table", "all"]).splitlines():
-        dest = line.split()[0] if line else ""
-        if dest in ("default", "local", "broadcast", "unreachable", "blackhole"):
-            dest = line.split()[1] if len(line.split()) > 1 and dest in ("local", "broadcast") else ""
-        with contextlib.suppress(ValueError):
-            if dest and ipaddress.IPv4Network(dest, strict=False).overlaps(plan.subnet):
-                raise SandboxError(
-                    f"sandbox subnet {plan.subnet} overlaps this machine's route {line.strip()!r}; "
-                    "pick another private /24 with GRPO_SANDBOX_SUBNET=10.x.y.0/24"
-                )
 
 
 def _write_files(plan: Plan, files: dict[str, str]) -> list[str]:
@@ -261,19 +254,12 @@ def _start_munge(plan: Plan) -> None:
 
 def _build_network(plan: Plan) -> None:
     """A bridge on this machine, and per node a namespace joined to it by a veth pair."""
-    _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
-    _run(["ip", "addr", "add", f"{plan.bridge_address}/{plan.subnet.prefixlen}", "dev", BRIDGE])
-    _run(["ip", "link", "set", BRIDGE, "up"])
+    add_bridge(BRIDGE, plan.bridge_address, plan.subnet.prefixlen)
     for node in (plan.controller, *plan.nodes):
-        ns = node.namespace
-        _run(["ip", "netns", "add", ns])
-        _run(["ip", "link", "add", node.host_link, "type", "veth", "peer", "name", node.peer_link])
-        _run(["ip", "link", "set", node.host_link, "master", BRIDGE, "up"])
-        _run(["ip", "link", "set", node.peer_link, "netns", ns])
-        _run(["ip", "-n", ns, "link", "set", node.peer_link, "name", plan.interface])
-        _run(["ip", "-n", ns, "addr", "add", f"{node.address}/{node.prefix_len}", "dev", plan.interface])
-        _run(["ip", "-n", ns, "link", "set", plan.interface, "up"])
-        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        attach(
+            BRIDGE,
+            Link(node.namespace, node.host_link, node.peer_link, plan.interface, node.address, node.prefix_len),
+        )
 
 
 def _in_node(namespace: str, hostname: str, command: str) -> list[str]:
@@ -317,7 +303,7 @@ def start_node(name: str, *, root: Path = ROOT) -> None:
 
 def kill_node(name: str, *, root: Path = ROOT) -> list[int]:
     """Kill every process on one node (its slurmd, job steps and Ray), as if the machine died."""
-    return _kill_namespace(f"{NAMESPACE_PREFIX}{name}")
+    return kill_namespace(f"{NAMESPACE_PREFIX}{name}")
 
 
 def node_states(root: Path = ROOT) -> dict[str, str]:
@@ -357,75 +343,25 @@ def _wait(predicate: Callable[[], bool], timeout: float, message: str) -> None:
 
 def namespaces() -> list[str]:
     """The sandbox's network namespaces that exist now."""
-    out = _run(["ip", "netns", "list"], check=False)
-    return [line.split()[0] for line in out.splitlines() if line.startswith(NAMESPACE_PREFIX)]
-
-
-def namespace_pids(namespace: str) -> list[int]:
-    out = _run(["ip", "netns", "pids", namespace], check=False)
-    return [int(p) for p in out.split() if p.isdigit()]
-
-
-def _kill_namespace(namespace: str) -> list[int]:
-    pids = namespace_pids(namespace)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while namespace_pids(namespace) and time.monotonic() < deadline:
-        for pid in namespace_pids(namespace):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-    return pids
-
-
-def _pid_of(pidfile: Path, root: Path) -> int | None:
-    """The pid a pid file names, only if that process's command line mentions the sandbox root."""
-    return pid_of(pidfile, str(root))
+    return _namespaces(NAMESPACE_PREFIX)
 
 
 def down(root: Path = ROOT) -> list[str]:
     """Stop everything the sandbox started and remove everything it added; safe to run any time."""
-    done: list[str] = []
     created: list[str] = []
     with contextlib.suppress(SandboxError, ValueError, TypeError):
         created = list(load_state(root).get("created_outside_root", []))  # type: ignore[call-overload]
-    daemons = {f: _pid_of(f, root) for f in [root / "ctl" / "slurmctld.pid", *sorted(root.glob("nodes/*/slurmd.pid"))]}
-    stop([pid for pid in daemons.values() if pid is not None])
-    done += [f"stopped {f.parent.name}/{f.stem}" for f, pid in daemons.items() if pid is not None]
-    for ns in namespaces():
-        killed = _kill_namespace(ns)
-        _run(["ip", "netns", "del", ns], check=False)
-        done.append(f"deleted namespace {ns} ({len(killed)} processes killed)")
-    munged = _pid_of(root / "munge" / "munged.pid", root)
-    if munged is not None:
-        stop([munged])
-        done.append("stopped munged")
-    for line in _run(["ip", "-o", "link", "show"], check=False).splitlines():
-        parts = line.split(":")
-        if len(parts) > 1:
-            link = parts[1].strip().split("@")[0]
-            if link.startswith(LINK_PREFIX):
-                _run(["ip", "link", "del", link], check=False)
-                done.append(f"deleted link {link}")
+    done: list[str] = []
     with contextlib.suppress(FileNotFoundError):
         text = HOSTS.read_text(encoding="utf-8")
         stripped = strip_hosts_block(text)
         if stripped != text:
             HOSTS.write_text(stripped, encoding="utf-8")
             done.append(f"removed the sandbox block from {HOSTS}")
-    for path in map(Path, created):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        done.append(f"removed {path}")
-    if root.exists():
-        shutil.rmtree(root, ignore_errors=True)
-        done.append(f"removed {root}")
-    return done
+    daemons = [root / "ctl" / "slurmctld.pid", *sorted(root.glob("nodes/*/slurmd.pid")), root / "munge" / "munged.pid"]
+    return done + teardown(
+        root, pidfiles=daemons, namespace_prefix=NAMESPACE_PREFIX, link_prefix=LINK_PREFIX, created=created
+    )
 
 
 # ------------------------------------------------------------------------------------ status / env

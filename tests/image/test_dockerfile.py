@@ -141,8 +141,9 @@ def test_the_build_runs_the_guard_with_the_declared_contents() -> None:
     last_run = [line for line in dockerfile(stack("onprem-slurm")).splitlines() if line.startswith("RUN ")][-1]
     assert last_run == (
         "RUN python3 /opt/grpo-infra/image_guard.py --python 3.12 --ray 2.60.0 --verl 0.9.1 "
-        "--engine vllm==0.24.0 --cuda 13.0 --attention flash_attention_2 --rdma --hcas mlx5_0,mlx5_1,mlx5_2,mlx5_3,"
-        "mlx5_4,mlx5_5,mlx5_6,mlx5_7 --min-driver 580.65.06 --nccl-tests all_reduce_perf --grpo-infra --at-build"
+        "--engine vllm==0.24.0 --cuda 13.0 --attention flash_attention_2 --rdma "
+        + " ".join(f"--hca mlx5_{i}" for i in range(8))
+        + " --min-driver 580.65.06 --nccl-tests all_reduce_perf --grpo-infra --at-build"
     )
 
 

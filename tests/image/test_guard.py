@@ -135,7 +135,7 @@ def test_a_fabric_pool_without_a_loading_verbs_provider_stops_the_job() -> None:
     """On this machine there is no HCA (and libibverbs may be absent): a pool declaring HCAs fails."""
     import ctypes
 
-    proc = run("--python", PYTHON, "--ray", RAY, "--rdma", "--hcas", "mlx5_0,mlx5_1")
+    proc = run("--python", PYTHON, "--ray", RAY, "--rdma", "--hca", "mlx5_0", "--hca", "mlx5_1")
     assert proc.returncode == 1
     (line,) = fail_lines(proc)
     try:

@@ -20,7 +20,7 @@ import pytest
 
 from grpo_infra import k8s as render
 from grpo_infra.k8s.labels import ray_token_secret_name
-from grpo_infra.kube import cluster
+from grpo_infra.kube import cluster, realnodes
 from grpo_infra.kube.plan import PULUMI_TOOLS, Paths, missing_tools
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import unavailable
@@ -46,16 +46,27 @@ def with_changes(env: Environment, change: Callable[[dict[str, Any]], None]) -> 
     return Environment.model_validate(data)
 
 
-@contextlib.contextmanager
-def local_cluster(env: Environment) -> Iterator[Paths]:
-    """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
-    machine for as long as the block runs, and removed after it."""
+def require_real_nodes() -> None:
+    """Real nodes need root, containerd, runc, the CNI plugins, dnsmasq and a built kubelet."""
     require_binaries()
+    reason = realnodes.unavailable()
+    if reason:
+        unavailable(reason)
+
+
+@contextlib.contextmanager
+def local_cluster(env: Environment, nodes: str = "fake", archives: list[Path] | None = None) -> Iterator[Paths]:
+    """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
+    machine for as long as the block runs, and removed after it. `nodes="fake"` (KWOK) for the
+    admission tests, which need nodes larger than this machine; `"real"` for kubelets and containers."""
+    require_binaries()
+    if nodes == "real":
+        require_real_nodes()
     LOCK.touch(exist_ok=True)
     with LOCK.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cluster.up("local-k8s", env)
+            cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives)
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()
@@ -63,7 +74,7 @@ def local_cluster(env: Environment) -> Iterator[Paths]:
 
 @pytest.fixture(scope="module")
 def kube() -> Iterator[Paths]:
-    """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake 8-GPU nodes."""
+    """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake (KWOK) 8-GPU nodes."""
     with local_cluster(local_k8s()) as paths:
         yield paths
 

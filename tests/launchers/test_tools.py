@@ -16,6 +16,7 @@ import yaml
 from grpo_infra import synth
 from grpo_infra.check import violations
 from grpo_infra.spec import ENVIRONMENT_KEY, SpecError, environment_from_config, load_stack
+from grpo_infra.spec.load import with_lock
 from tests.conftest import ROOT, unavailable
 
 PARSER = Path(__file__).with_name("tool_parse.py")
@@ -147,7 +148,7 @@ def test_what_the_tools_reject_our_spec_refuses_first(
 def test_check_refuses_a_launcher_port_range_in_the_ephemeral_range() -> None:
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-dev.yaml").read_text())["config"]
     config[ENVIRONMENT_KEY]["launchers"]["skypilot"]["rayPorts"] = {"start": 40000, "end": 40255}
-    env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev")
+    env = with_lock(environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev"), ROOT, "gke-dev", "gke-dev")
     found = [(v.rule, v.where) for v in violations(env)]
     assert found == [("skypilot-ports-ephemeral", "grpo-infra:environment.launchers.skypilot.rayPorts")]
 
@@ -155,5 +156,5 @@ def test_check_refuses_a_launcher_port_range_in_the_ephemeral_range() -> None:
 def test_check_refuses_a_launcher_interface_off_the_fabric() -> None:
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-dev.yaml").read_text())["config"]
     config[ENVIRONMENT_KEY]["launchers"]["skypilot"]["interface"] = "ib0"
-    env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev")
+    env = with_lock(environment_from_config(config, {"grpo-infra:wandbApiKey"}, "gke-dev"), ROOT, "gke-dev", "gke-dev")
     assert [v.rule for v in violations(env)] == ["skypilot-interface"]

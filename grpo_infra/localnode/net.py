@@ -1,0 +1,93 @@
+"""Network namespaces on a bridge of this machine: the wiring of every local node.
+
+`ip` (iproute2) does the work; nothing here is kept in memory, so what exists is always read back
+from the kernel (`ip netns list`, `ip link show`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from dataclasses import dataclass
+
+from .run import LocalNodeError, run
+
+
+@dataclass(frozen=True)
+class Link:
+    """One node's attachment: its namespace, the veth ends (host side on the bridge, peer side
+    renamed to `interface` inside the namespace) and its address."""
+
+    namespace: str
+    host_link: str
+    peer_link: str
+    interface: str
+    address: str
+    prefix_len: int
+
+
+def check_subnet_free(subnet: ipaddress.IPv4Network, hint: str) -> None:
+    """Refuse a subnet that overlaps any address or route this machine already has."""
+    for line in run(["ip", "-4", "-o", "route", "show", "table", "all"]).splitlines():
+        words = line.split()
+        if not words:
+            continue
+        dest = words[0]
+        if dest in ("local", "broadcast") and len(words) > 1:
+            dest = words[1]
+        elif dest in ("default", "unreachable", "blackhole"):
+            continue
+        with contextlib.suppress(ValueError):
+            if ipaddress.IPv4Network(dest, strict=False).overlaps(subnet):
+                raise LocalNodeError(f"subnet {subnet} overlaps this machine's route {line.strip()!r}; {hint}")
+
+
+def add_bridge(name: str, address: str, prefix_len: int) -> None:
+    run(["ip", "link", "add", name, "type", "bridge"])
+    run(["ip", "addr", "add", f"{address}/{prefix_len}", "dev", name])
+    run(["ip", "link", "set", name, "up"])
+
+
+def attach(bridge: str, link: Link) -> None:
+    """A namespace joined to the bridge by a veth pair, its end named `link.interface`, addressed, up."""
+    ns = link.namespace
+    run(["ip", "netns", "add", ns])
+    run(["ip", "link", "add", link.host_link, "type", "veth", "peer", "name", link.peer_link])
+    run(["ip", "link", "set", link.host_link, "master", bridge, "up"])
+    run(["ip", "link", "set", link.peer_link, "netns", ns])
+    run(["ip", "-n", ns, "link", "set", link.peer_link, "name", link.interface])
+    run(["ip", "-n", ns, "addr", "add", f"{link.address}/{link.prefix_len}", "dev", link.interface])
+    run(["ip", "-n", ns, "link", "set", link.interface, "up"])
+    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+
+def namespaces(prefix: str) -> list[str]:
+    """The network namespaces whose names start with `prefix` that exist now."""
+    out = run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    out = run(["ip", "netns", "pids", namespace], check=False)
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def links(prefix: str) -> list[str]:
+    """This machine's links whose names start with `prefix` (a veth peer shows as `name@peer`)."""
+    found = []
+    for line in run(["ip", "-o", "link", "show"], check=False).splitlines():
+        parts = line.split(":")
+        if len(parts) > 1:
+            name = parts[1].strip().split("@")[0]
+            if name.startswith(prefix):
+                found.append(name)
+    return found
+
+
+def delete_links(prefix: str) -> list[str]:
+    """Delete every link named with `prefix` (deleting one veth end removes its peer too)."""
+    deleted = []
+    for name in links(prefix):
+        run(["ip", "link", "del", name], check=False)
+        deleted.append(name)
+    return deleted

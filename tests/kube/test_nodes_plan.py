@@ -1,0 +1,89 @@
+"""The real nodes' plan (no cluster needed): one per pool host plus the CPU node, each with its own
+address and pod CIDR, the pool's labels, taints and devices; the kubelet's configuration; the
+cluster DNS's records as the Kubernetes DNS specification names them; the mode `kube up` picks."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from grpo_infra.k8s.placement import node_selector, node_taints
+from grpo_infra.kube import cluster, dnsfeed, realnodes
+from grpo_infra.kube.nodes import NodeDirs, bridge_address, kubelet_config, node_subnet, real_nodes
+from grpo_infra.kube.plan import CPU_NODE, KubeError, pool_hosts
+
+from .conftest import local_k8s
+
+
+def test_one_node_per_pool_host_then_the_cpu_node_each_with_its_own_address_and_pod_cidr() -> None:
+    env = local_k8s()
+    pool = env.pools[0]
+    nodes = real_nodes(env)
+    assert [n.name for n in nodes] == [*pool_hosts(pool), CPU_NODE]
+    subnet = node_subnet()
+    assert len({n.address for n in nodes}) == len(nodes)
+    assert all(ipaddress.ip_address(n.address) in subnet for n in nodes)
+    assert bridge_address() not in {n.address for n in nodes}
+    cidrs = [ipaddress.ip_network(n.pod_cidr) for n in nodes]
+    assert not any(a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1 :])
+    gpu, cpu = nodes[0], nodes[-1]
+    assert gpu.labels == node_selector(pool)
+    assert list(gpu.taints) == node_taints(pool)
+    assert gpu.devices == {pool.gpu.resource: pool.gpu.per_node}
+    assert (cpu.labels, cpu.taints, cpu.devices) == ({}, (), {})
+
+
+def test_the_kubelet_registers_the_pools_taints_and_uses_the_cluster_dns(tmp_path) -> None:
+    env = local_k8s()
+    node = real_nodes(env)[0]
+    cfg = kubelet_config(node, NodeDirs(tmp_path), tmp_path / "ca.crt", bridge_address())
+    assert cfg["registerWithTaints"] == node_taints(env.pools[0])
+    assert cfg["clusterDNS"] == [bridge_address()]
+    assert cfg["cgroupRoot"] == f"/grpo-kube/{node.name}"
+    assert cfg["address"] == node.address
+    assert cfg["authentication"]["anonymous"]["enabled"] is False
+
+
+def test_dns_records_follow_the_specification_for_cluster_ips_and_headless_services() -> None:
+    services = {
+        "items": [
+            {"metadata": {"name": "api", "namespace": "t"}, "spec": {"clusterIP": "10.96.0.7"}},
+            {"metadata": {"name": "head", "namespace": "t"}, "spec": {"clusterIP": "None"}},
+        ]
+    }
+    slices = {
+        "items": [
+            {
+                "metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "head"}},
+                "endpoints": [
+                    {"addresses": ["10.244.5.2"], "conditions": {"ready": True}, "hostname": "h0"},
+                    {"addresses": ["10.244.6.2"], "conditions": {"ready": False}},
+                ],
+            },
+            # A ClusterIP Service's endpoints are not published as its name.
+            {
+                "metadata": {"namespace": "t", "labels": {"kubernetes.io/service-name": "api"}},
+                "endpoints": [{"addresses": ["10.244.1.9"]}],
+            },
+        ]
+    }
+    assert dnsfeed.records(services, slices) == [
+        ("10.244.5.2", "h0.head.t.svc.cluster.local"),
+        ("10.244.5.2", "head.t.svc.cluster.local"),
+        ("10.96.0.7", "api.t.svc.cluster.local"),
+    ]
+
+
+def test_a_mode_that_is_not_known_is_refused_with_one_line() -> None:
+    with pytest.raises(KubeError, match="--nodes must be one of auto, real, fake"):
+        cluster.node_mode("virtual")
+
+
+def test_auto_falls_back_to_fake_nodes_saying_why_and_real_refuses(monkeypatch) -> None:
+    monkeypatch.setattr(realnodes.os, "geteuid", lambda: 1000)
+    mode, why = cluster.node_mode("auto")
+    assert mode == "fake" and why is not None and "need root" in why
+    with pytest.raises(KubeError, match="need root"):
+        cluster.node_mode("real")
+    assert cluster.node_mode("fake") == ("fake", None)
