@@ -84,7 +84,9 @@ def build(
     base = project_root(root)
     env = load(stack, base).environment
     try:
-        built = building.build(env, base, force=force, progress=lambda line: console.print(line, highlight=False))
+        built = building.build(
+            env, base, force=force, progress=lambda line: console.print(line, highlight=False, markup=False)
+        )
     except (building.BuildError, OCIError) as exc:
         fail(f"{stack}: {exc}", CHECK_FAILED)
     state = "cached" if built.cached else "built"
@@ -100,7 +102,9 @@ def operators() -> None:
     from ..kube import operator_images
 
     try:
-        for path in operator_images.ensure_all(progress=lambda line: console.print(line, highlight=False)):
+        for path in operator_images.ensure_all(
+            progress=lambda line: console.print(line, highlight=False, markup=False)
+        ):
             console.print(str(path), highlight=False)
     except OCIError as exc:
         fail(str(exc), CHECK_FAILED)

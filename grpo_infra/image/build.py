@@ -2,12 +2,14 @@
 
 The production image (`image/Dockerfile`, grpo_infra/image/dockerfile.py) needs a CUDA base and a
 registry; the local cluster's nodes have neither GPUs nor a registry. This builds, from the same
-`image.contents`, the image those nodes run: a `debootstrap --variant=minbase` root of the Debian
-release of the base's generation, its CPython, a virtual environment at /opt/venv with the stated
-Ray (and its dependencies), verl and the engine at the stated versions without their GPU
-dependencies, and grpo-infra from this checkout (`--no-deps`). No CUDA, no torch, no engine kernels:
-`differences()` lists, package by package, what differs from the production image.
+`image.contents` and the same lock, the image those nodes run: a `debootstrap --variant=minbase`
+root of Debian 12 (the Debian release whose CPython verl accepts; see SUITE), a virtual environment
+at /opt/venv with the stated Ray and its dependencies at the lock's versions, verl and the engine at
+the stated versions without their GPU dependencies, and grpo-infra from this checkout (`--no-deps`).
+No CUDA, no torch, no engine kernels: `differences()` lists, package by package, what differs from the production image.
 
+Two layers: the base (Debian, Ray, verl, the engine), cached under a key without this checkout's
+files, and grpo-infra with the guard on top, so a code change rebuilds in seconds, not minutes.
 The archive is written under the image's own reference (`image.ref`, what the rendered pods name)
 to `${GRPO_INFRA_CACHE:-~/.cache/grpo-infra}/images/`, named by a hash of everything that decides
 its contents, so a second build of the same contents is a cache hit. The build's last step runs the
@@ -39,7 +41,7 @@ from ..spec.image import ImageContents
 from . import guard_args, guard_program
 from .dockerfile import VENV
 from .lock import engine_requirements, normalize, pins
-from .oci import ImageConfig, cache_dir, write_archive
+from .oci import ImageConfig, Layer, cache_dir, pack, write_layer
 
 # Bump when the recipe below changes what a build of the same inputs holds.
 RECIPE = "cpu-variant-1"
@@ -256,6 +258,99 @@ def _inventory(root: Path, log: Path) -> tuple[dict[str, str], dict[str, str]]:
     return debs, wheels
 
 
+def base_key(plan: Recipe) -> str:
+    """The key of everything but this checkout's own files: the base layer is reused across code changes."""
+    fields = {k: v for k, v in asdict(plan).items() if k != "grpo_infra_source"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _pip() -> str:
+    return (
+        f"PIP_FIND_LINKS= PIP_CERT= {VENV}/bin/python -m pip install --no-cache-dir --progress-bar off"
+        " --disable-pip-version-check"
+    )
+
+
+class _HostTrust:
+    """The host's resolver and CA bundle inside the root while pip reaches the package index; Debian's
+    bundle and no resolver afterwards (the kubelet mounts the pod's resolv.conf)."""
+
+    def __init__(self, root: Path, scratch: Path) -> None:
+        self.root, self.saved = root, scratch / "debian-ca-certificates.crt"
+        self.bundle = root / ROOT_CA_BUNDLE.lstrip("/")
+
+    def __enter__(self) -> None:
+        shutil.copy2("/etc/resolv.conf", self.root / "etc/resolv.conf")
+        shutil.copy2(self.bundle, self.saved)
+        shutil.copy2(host_trust_store(), self.bundle)
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.copy2(self.saved, self.bundle)
+        (self.root / "etc/resolv.conf").unlink(missing_ok=True)
+
+
+def _base(plan: Recipe, log: Path, say: Progress) -> tuple[Path, Layer]:
+    """The lower layer: Debian minbase, the venv with Ray (locked versions), verl and the engine.
+
+    Cached in `images/base/` under `base_key`, as its root (the upper layer is built on a copy) and
+    its packed layer, so a change to this checkout rebuilds only the upper layer."""
+    home = cache_dir() / "base" / f"{slug(plan.ref)}-{base_key(plan)}"
+    if (home / "layer.json").is_file() and (home / "rootfs").is_dir():
+        say(f"  base layer cached ({home})")
+        return home / "rootfs", Layer.from_json(json.loads((home / "layer.json").read_text()))
+    started = time.monotonic()
+    for stale in home.parent.glob(f"{slug(plan.ref)}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    partial = home.with_name(home.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    root = partial / "rootfs"
+    partial.mkdir(parents=True)
+    t = time.monotonic()
+    _debootstrap(root, log, say)
+    say(f"  root file system in {time.monotonic() - t:.0f}s")
+    t = time.monotonic()
+    with _HostTrust(root, partial):
+        (root / "tmp/constraints.txt").write_text("".join(f"{c}\n" for c in plan.constraints))
+        locked = f"the lock's {len(plan.constraints)} pins as constraints" if plan.constraints else "no lock"
+        say(f"  python {SUITE_PYTHON} venv at {VENV}: {' '.join(plan.with_deps)} with dependencies ({locked})")
+        ray_step = f"python3 -m venv {VENV} && {_pip()} -c /tmp/constraints.txt {' '.join(plan.with_deps)}"
+        _run(in_root(root, ray_step), log, "pip install ray")
+        say(f"  {' '.join(plan.without_deps)} without dependencies (their GPU half)")
+        _run(in_root(root, f"{_pip()} --no-deps {' '.join(plan.without_deps)}"), log, "pip install verl")
+    say(f"  Python packages in {time.monotonic() - t:.0f}s")
+    _strip(root)
+    t = time.monotonic()
+    say("  packing the base layer")
+    layer = write_layer(root, partial / "layer.tar.gz", lambda n: say(f"    {n / 2**20:.0f} MiB packed"))
+    say(f"  base layer {layer.size / 2**20:.0f} MiB in {time.monotonic() - t:.0f}s")
+    partial.rename(home)
+    layer = Layer(home / "layer.tar.gz", layer.digest, layer.diff_id, layer.size)
+    (home / "layer.json").write_text(json.dumps({**layer.as_json(), "seconds": round(time.monotonic() - started, 1)}))
+    return home / "rootfs", layer
+
+
+def base_seconds(plan: Recipe) -> float | None:
+    """How long the cached base layer of `plan` took to build (debootstrap, pip, packing), if recorded."""
+    meta = cache_dir() / "base" / f"{slug(plan.ref)}-{base_key(plan)}" / "layer.json"
+    return json.loads(meta.read_text()).get("seconds") if meta.is_file() else None
+
+
+# Archives kept per reference: several checkouts (worktrees, branches) share the cache, each with its own.
+KEEP = 4
+
+
+def _keep_newest(cache: Path, ref: str) -> None:
+    """Drop all but the KEEP most recently built archives of `ref` (and their records)."""
+    archives = sorted(cache.glob(f"{slug(ref)}-*.oci.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEEP:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix("").with_suffix(".json").unlink(missing_ok=True)
+
+
+def _snapshot(tree: Path) -> dict[Path, tuple[int, int]]:
+    return {p: (p.lstat().st_size, p.lstat().st_mtime_ns) for p in tree.rglob("*")}
+
+
 def build(env: Environment, project: Path, *, progress: Progress | None = None, force: bool = False) -> Built:
     """Build the stack's CPU image into the cache, or return the cached archive of the same recipe."""
     say = progress or (lambda _line: None)
@@ -267,7 +362,7 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
         return Built(archive, json.loads(record_file.read_text()), True, time.monotonic() - started)
     if os.geteuid() != 0:
         raise BuildError("building the image needs root (debootstrap, chroot, mount namespaces)")
-    for tool in ("debootstrap", "unshare", "chroot"):
+    for tool in ("debootstrap", "unshare", "chroot", "cp"):
         if shutil.which(tool) is None:
             raise BuildError(f"{tool} not found: run scripts/install-system-deps.sh as root")
     cache = cache_dir()
@@ -275,34 +370,23 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{plan.key()}.log"
     log.write_text("")
+    say(f"building {plan.ref} (CPU variant, {SUITE} minbase, key {plan.key()}; log {log})")
+    if force:
+        shutil.rmtree(cache / "base" / f"{slug(plan.ref)}-{base_key(plan)}", ignore_errors=True)
+    base_cached = (cache / "base" / f"{slug(plan.ref)}-{base_key(plan)}" / "layer.json").is_file()
+    base_root, base_layer = _base(plan, log, say)
+    upper_started = time.monotonic()
     work = Path(tempfile.mkdtemp(dir=cache, prefix=f".build-{plan.key()}-"))
     root = work / "rootfs"
     try:
-        t = time.monotonic()
-        say(f"building {plan.ref} (CPU variant, {SUITE} minbase, key {plan.key()}; log {log})")
-        _debootstrap(root, log, say)
-        say(f"  root file system in {time.monotonic() - t:.0f}s")
-        shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
-        bundle = root / ROOT_CA_BUNDLE.lstrip("/")
-        shutil.copy2(bundle, work / "debian-ca-certificates.crt")
-        shutil.copy2(host_trust_store(), bundle)
-        t = time.monotonic()
-        pip = (
-            f"PIP_FIND_LINKS= PIP_CERT= {VENV}/bin/python -m pip install --no-cache-dir --progress-bar off"
-            " --disable-pip-version-check"
-        )
-        (root / "tmp/constraints.txt").write_text("".join(f"{c}\n" for c in plan.constraints))
-        locked = f"the lock's {len(plan.constraints)} pins as constraints" if plan.constraints else "no lock"
-        say(f"  python {SUITE_PYTHON} venv at {VENV}: {' '.join(plan.with_deps)} with dependencies ({locked})")
-        ray_step = f"python3 -m venv {VENV} && {pip} -c /tmp/constraints.txt {' '.join(plan.with_deps)}"
-        _run(in_root(root, ray_step), log, "pip install ray")
-        say(f"  {' '.join(plan.without_deps)} without dependencies (their GPU half)")
-        _run(in_root(root, f"{pip} --no-deps {' '.join(plan.without_deps)}"), log, "pip install verl")
-        _copy_source(project, root / "tmp/grpo-infra-src")
-        say("  grpo-infra from this checkout (--no-deps)")
-        _run(in_root(root, f"{pip} --no-deps /tmp/grpo-infra-src"), log, "pip install grpo-infra")
-        say(f"  Python packages in {time.monotonic() - t:.0f}s")
-        shutil.copy2(work / "debian-ca-certificates.crt", bundle)
+        # The upper layer: this checkout's grpo-infra and the guard, on a copy of the base root.
+        _run(["cp", "-a", str(base_root), str(root)], log, "copying the base root")
+        opt = root / "opt"
+        before = _snapshot(opt)
+        with _HostTrust(root, work):
+            _copy_source(project, root / "tmp/grpo-infra-src")
+            say("  grpo-infra from this checkout (--no-deps)")
+            _run(in_root(root, f"{_pip()} --no-deps /tmp/grpo-infra-src"), log, "pip install grpo-infra")
         (root / GRPO_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
         (root / GRPO_DIR.lstrip("/") / GUARD_FILE).write_text(guard_program())
         check = " ".join(variant_guard_args(env))
@@ -313,6 +397,12 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
             say(f"    {line}")
         debs, wheels = _inventory(root, log)
         _strip(root)
+        changed = [p for p, stat in _snapshot(opt).items() if before.get(p) != stat]
+        gone = [p for p in before if not os.path.lexists(p)]
+        if gone:
+            raise BuildError(f"the upper layer would delete {gone[0]} (whiteouts are not written)")
+        top = write_layer(root, work / "top.tar.gz", paths=changed)
+        say(f"  upper layer: {len(changed)} paths, {top.size / 2**20:.1f} MiB")
         config = ImageConfig(
             cmd=["/bin/bash"],
             env={
@@ -327,19 +417,24 @@ def build(env: Environment, project: Path, *, progress: Progress | None = None, 
             },
         )
         t = time.monotonic()
-        digest = write_archive(root, plan.ref, archive, config, progress=lambda line: say(f"  {line}"))
-        say(f"  archive in {time.monotonic() - t:.0f}s")
+        digest = pack([base_layer, top], plan.ref, archive, config)
+        say(f"  archive {archive.stat().st_size / 2**20:.0f} MiB in {time.monotonic() - t:.0f}s")
         record = {
             "ref": plan.ref,
             "key": plan.key(),
+            "baseKey": base_key(plan),
             "manifest": digest,
             "recipe": asdict(plan),
             "guardArgs": variant_guard_args(env),
             "debian": debs,
             "python": wheels,
             "builtSeconds": round(time.monotonic() - started, 1),
+            "baseCached": base_cached,
+            "baseSeconds": base_seconds(plan),
+            "upperSeconds": round(time.monotonic() - upper_started, 1),
         }
         record_file.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        _keep_newest(cache, plan.ref)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say(f"built {plan.ref} in {time.monotonic() - started:.0f}s: {archive}")

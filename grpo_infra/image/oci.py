@@ -107,19 +107,48 @@ def _members(root: Path) -> Iterable[Path]:
                 yield here / name
 
 
-def write_layer(root: Path, out: Path, progress: Callable[[int], None] | None = None) -> tuple[str, str, int]:
-    """`root` as one gzip tar layer in `out`: (digest of the gzip blob, diff_id of the tar, size)."""
+@dataclass(frozen=True)
+class Layer:
+    """A gzip tar layer on disk: its blob digest, its uncompressed diff_id and the blob's size."""
+
+    blob: Path
+    digest: str
+    diff_id: str
+    size: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"blob": str(self.blob), "digest": self.digest, "diff_id": self.diff_id, "size": self.size}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Layer:
+        return cls(Path(str(data["blob"])), str(data["digest"]), str(data["diff_id"]), int(str(data["size"])))
+
+
+def _with_parents(root: Path, paths: Iterable[Path]) -> list[Path]:
+    """`paths` and every directory above them up to `root`, parents first (a layer names each directory)."""
+    out: set[Path] = set()
+    for path in paths:
+        out.add(path)
+        out.update(p for p in path.parents if p.is_relative_to(root))
+    return sorted(out, key=lambda p: p.relative_to(root).parts)
+
+
+def write_layer(
+    root: Path, out: Path, progress: Callable[[int], None] | None = None, paths: Iterable[Path] | None = None
+) -> Layer:
+    """`root` (or only `paths` under it) as one gzip tar layer in `out`."""
+    members = _members(root) if paths is None else _with_parents(root, paths)
     with out.open("wb") as raw:
         blob = _Digesting(raw)
         with gzip.GzipFile(fileobj=blob, mode="wb", compresslevel=3, mtime=0) as gz:  # type: ignore[arg-type]
             plain = _Digesting(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[arg-type]
-                for count, path in enumerate(_members(root), start=1):
+                for count, path in enumerate(members, start=1):
                     rel = path.relative_to(root).as_posix()
                     tar.add(path, arcname=rel if rel != "." else "./", recursive=False)
                     if progress is not None and count % 5000 == 0:
                         progress(plain.size)
-    return f"sha256:{blob.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}", blob.size
+    return Layer(out, f"sha256:{blob.sha.hexdigest()}", f"sha256:{plain.sha.hexdigest()}", blob.size)
 
 
 def _blob(data: bytes) -> tuple[str, bytes]:
@@ -132,6 +161,55 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def pack(layers: list[Layer], ref: str, dest: Path, config: ImageConfig) -> str:
+    """The OCI image `ref` made of `layers` (lowest first) into the archive `dest`; returns the manifest digest.
+
+    Written beside `dest` and renamed into place, so a reader never sees half an archive."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    config_json = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config.as_json(),
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+        "history": [{"created_by": "grpo-infra", "comment": ref} for _ in layers],
+    }
+    config_digest, config_bytes = _blob(json.dumps(config_json, sort_keys=True).encode())
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": MEDIA_MANIFEST,
+        "config": {"mediaType": MEDIA_CONFIG, "digest": config_digest, "size": len(config_bytes)},
+        "layers": [{"mediaType": MEDIA_LAYER, "digest": layer.digest, "size": layer.size} for layer in layers],
+    }
+    manifest_digest, manifest_bytes = _blob(json.dumps(manifest, sort_keys=True).encode())
+    index = {
+        "schemaVersion": 2,
+        "mediaType": MEDIA_INDEX,
+        "manifests": [
+            {
+                "mediaType": MEDIA_MANIFEST,
+                "digest": manifest_digest,
+                "size": len(manifest_bytes),
+                "platform": {"architecture": "amd64", "os": "linux"},
+                "annotations": {REF_NAME: ref, CONTAINERD_NAME: ref},
+            }
+        ],
+    }
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pack-") as scratch:
+        partial = Path(scratch) / "image.tar"
+        with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
+            _add_bytes(tar, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
+            _add_bytes(tar, "index.json", json.dumps(index, sort_keys=True).encode())
+            for name, data in ((config_digest, config_bytes), (manifest_digest, manifest_bytes)):
+                _add_bytes(tar, f"blobs/sha256/{name.removeprefix('sha256:')}", data)
+            for layer in layers:
+                info = tar.gettarinfo(str(layer.blob), arcname=f"blobs/sha256/{layer.digest.removeprefix('sha256:')}")
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with layer.blob.open("rb") as handle:
+                    tar.addfile(info, handle)
+        os.replace(partial, dest)
+    return manifest_digest
+
+
 def write_archive(
     root: Path,
     ref: str,
@@ -140,56 +218,15 @@ def write_archive(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> str:
-    """Pack the directory `root` as the OCI image `ref` into the archive `dest`; returns the manifest digest.
-
-    Written beside `dest` and renamed into place, so a reader never sees half an archive."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    """Pack the directory `root` as the one-layer OCI image `ref` into the archive `dest`."""
     say = progress or (lambda _line: None)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pack-") as scratch:
-        layer = Path(scratch) / "layer.tar.gz"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".layer-") as scratch:
         say(f"packing {root} as one layer")
-        digest, diff_id, size = write_layer(root, layer, lambda n: say(f"  {n / 2**20:.0f} MiB packed"))
-        config_json = {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": config.as_json(),
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-            "history": [{"created_by": "grpo-infra", "comment": ref}],
-        }
-        config_digest, config_bytes = _blob(json.dumps(config_json, sort_keys=True).encode())
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": MEDIA_MANIFEST,
-            "config": {"mediaType": MEDIA_CONFIG, "digest": config_digest, "size": len(config_bytes)},
-            "layers": [{"mediaType": MEDIA_LAYER, "digest": digest, "size": size}],
-        }
-        manifest_digest, manifest_bytes = _blob(json.dumps(manifest, sort_keys=True).encode())
-        index = {
-            "schemaVersion": 2,
-            "mediaType": MEDIA_INDEX,
-            "manifests": [
-                {
-                    "mediaType": MEDIA_MANIFEST,
-                    "digest": manifest_digest,
-                    "size": len(manifest_bytes),
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                    "annotations": {REF_NAME: ref, CONTAINERD_NAME: ref},
-                }
-            ],
-        }
-        partial = Path(scratch) / "image.tar"
-        with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
-            _add_bytes(tar, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
-            _add_bytes(tar, "index.json", json.dumps(index, sort_keys=True).encode())
-            for name, data in ((config_digest, config_bytes), (manifest_digest, manifest_bytes)):
-                _add_bytes(tar, f"blobs/sha256/{name.removeprefix('sha256:')}", data)
-            info = tar.gettarinfo(str(layer), arcname=f"blobs/sha256/{digest.removeprefix('sha256:')}")
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-            with layer.open("rb") as handle:
-                tar.addfile(info, handle)
-        os.replace(partial, dest)
-    say(f"wrote {dest} ({dest.stat().st_size / 2**20:.0f} MiB, layer {size / 2**20:.0f} MiB)")
-    return manifest_digest
+        layer = write_layer(root, Path(scratch) / "layer.tar.gz", lambda n: say(f"  {n / 2**20:.0f} MiB packed"))
+        digest = pack([layer], ref, dest, config)
+    say(f"wrote {dest} ({dest.stat().st_size / 2**20:.0f} MiB)")
+    return digest
 
 
 def archive_reference(archive: Path) -> str | None:

@@ -125,7 +125,16 @@ def test_differences_name_every_gpu_package_left_out(built: build.Built) -> None
     env = _env()
     rows = build.differences(env, built.record)
     python = {name: (prod, cpu) for kind, name, prod, cpu in rows if kind == "python"}
-    for name in ("torch", "flash-attn", "sgl-kernel", "nvidia-nccl-cu13"):
+    for name in ("torch", "flash-attn", "sglang-kernel", "nvidia-nccl-cu13"):
         assert name in python and python[name][1] == "absent", name
     assert "ray" not in python and "verl" not in python  # same version in both
     assert ("base", "image", env.image.build.base, f"debian {build.SUITE} debootstrap --variant=minbase") in rows
+
+
+def test_docs_table_is_the_computed_one(built: build.Built) -> None:
+    """docs/images.md shows exactly what `grpo-infra image build local-k8s --differences` prints."""
+    doc = (ROOT / "docs" / "images.md").read_text(encoding="utf-8")
+    begin = "<!-- differences:begin (grpo-infra image build local-k8s --differences) -->\n"
+    end = "<!-- differences:end -->"
+    embedded = doc[doc.index(begin) + len(begin) : doc.index(end)]
+    assert embedded == build.differences_markdown(_env(), built.record), "regenerate the table in docs/images.md"
