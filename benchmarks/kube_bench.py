@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 from grpo_infra import engine
-from grpo_infra.kube import cluster, realnodes
+from grpo_infra.image.oci import OCIError
+from grpo_infra.kube import cluster, images, realnodes
 from grpo_infra.kube.plan import PULUMI_TOOLS, TOOLS, Paths
 from grpo_infra.kube.plan import ROOT as KUBE_ROOT
 from grpo_infra.kube.versions import cache_root
@@ -104,6 +107,75 @@ def real_node_numbers() -> None:
         print(f"real   kube down (nothing left)                          {time.monotonic() - started:6.1f}s")
 
 
+def job_numbers() -> None:
+    """The stack's job on real nodes (tests/kube/test_job_real.py's objects: the sandbox's probe as
+    entrypoint, the CPU image's guard arguments): RayJob created → admitted → all Ray nodes joined →
+    SUCCEEDED, and the peak memory of the whole cluster while it runs."""
+    from tests.kube.test_job_real import ENV, host_paths, job_objects, probe_events
+
+    reason = realnodes.unavailable()
+    if reason:
+        print(f"job    not run: {reason}")
+        return
+    try:
+        archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
+    except OCIError as exc:
+        print(f"job    not run: {exc}")
+        return
+    made = [p for p in host_paths() if not p.exists()]
+    for path in made:
+        path.mkdir(parents=True)
+    peak = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(3):
+            peak[0] = max(peak[0], cluster_rss_mib())
+
+    try:
+        started = time.monotonic()
+        cluster.up("local-k8s", ENV, nodes="real", timeout=300, archives=archives)
+        print(f"job    kube up, real nodes, job image loaded             {time.monotonic() - started:6.1f}s")
+        paths = Paths(cluster.ROOT)
+        threading.Thread(target=sample, daemon=True).start()
+        cluster.apply(paths, job_objects())
+        ns, name = ENV.job.tenant, ENV.job.name
+        deadline, seen = time.monotonic() + 900, float("nan")
+        while time.monotonic() < deadline:
+            job = json.loads(cluster.kubectl(paths, "get", "rayjob", name, "-n", ns, "-o", "json"))
+            if job.get("status", {}).get("jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"):
+                seen = time.time()  # KubeRay sets status.endTime only once the deployment is Complete
+                break
+            time.sleep(2)
+        log = cluster.kubectl(paths, "logs", "-n", ns, f"job/{name}", timeout=60)
+        events = {e["event"]: e for e in probe_events(log)}
+        workload = json.loads(cluster.kubectl(paths, "get", "workloads", "-n", ns, "-o", "json"))["items"][0]
+        created = stamp(job["metadata"]["creationTimestamp"])
+        admitted = next(
+            stamp(c["lastTransitionTime"]) for c in workload["status"]["conditions"] if c["type"] == "Admitted"
+        )
+        joined = events["nodes"]["time"] if "nodes" in events else float("nan")
+        ended = stamp(job["status"]["endTime"]) if job["status"].get("endTime") else seen
+        print(
+            f"job    RayJob created → admitted {admitted - created:.0f}s → all Ray nodes joined "
+            f"{joined - admitted:.0f}s → {job['status'].get('jobStatus')} {ended - joined:.0f}s "
+            f"(total {ended - created:.0f}s; API timestamps whole seconds, the end as polled every 2 s)"
+        )
+        for bundle in events.get("placement", {}).get("bundles", []):
+            print(f"job    rank {bundle['bundle']} on {bundle['node']} GPUs {bundle['gpu_ids']}")
+        stop.set()
+        print(f"job    peak memory of the whole cluster with the job running {peak[0]:6.0f} MiB")
+    finally:
+        stop.set()
+        cluster.down()
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+        checkpoints = host_paths()[0]
+        if checkpoints.exists():
+            for child in checkpoints.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
 def cluster_numbers() -> None:
     stack = "local-k8s"
     env = load_stack(stack, ROOT).environment
@@ -150,8 +222,12 @@ def cluster_numbers() -> None:
 
 
 if __name__ == "__main__":
-    # `kube_bench.py real` or `kube_bench.py fake`: only that half of the cluster's numbers.
+    # `kube_bench.py real` or `kube_bench.py fake`: only that half of the cluster's numbers;
+    # `kube_bench.py job`: only the job on real nodes.
     only = sys.argv[1] if len(sys.argv) > 1 else None
+    if only == "job":
+        job_numbers()
+        sys.exit(0)
     build_numbers()
     if only != "fake" and not [n for n, t in TOOLS.items() if not t.path.is_file()]:
         real_node_numbers()

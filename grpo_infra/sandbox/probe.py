@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 LATEST = "latest_checkpointed_iteration.txt"
+HEAD_RESOURCE = "node:__internal_head__"
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -65,6 +66,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-dir", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=3, help="Total training steps of the run.")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="Time each step takes.")
+    parser.add_argument(
+        "--head-apart",
+        action="store_true",
+        help="The Ray head is a CPU node of its own, outside the allocation (a KubeRay head pod): not counted.",
+    )
     return parser.parse_args(argv)
 
 
@@ -79,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ray.init(address=args.address, logging_level="warning", log_to_driver=False)
     alive = [n for n in ray.nodes() if n["Alive"]]
+    if args.head_apart:
+        # Ray marks its head with this resource (ray 2.60.0 python/ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).
+        alive = [n for n in alive if HEAD_RESOURCE not in n["Resources"]]
     nodes = [
         {"ip": n["NodeManagerAddress"], "ray_node_id": n["NodeID"], "gpus": int(n["Resources"].get("GPU", 0))}
         for n in alive
