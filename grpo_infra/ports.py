@@ -73,3 +73,16 @@ def ray_ports(start: int, end: int, job_id: int) -> RayPorts:
     base = start + (job_id % blocks) * BLOCK_SIZE
     fixed = {name: base + offset for name, offset in FIXED_OFFSETS.items()}
     return RayPorts(**fixed, min_worker=base + WORKER_OFFSET, max_worker=base + BLOCK_SIZE - 1)
+
+
+# Ports of a block left for Ray's worker processes.
+WORKER_PORTS = BLOCK_SIZE - WORKER_OFFSET
+# verl's actors on a node beyond one per GPU (the trainer's driver-side actors, the rollout's manager): a margin.
+VERL_ACTORS_PER_NODE = 8
+
+
+def worker_ports_needed(cpus: int, gpus: int) -> int:
+    """Worker ports one node's Ray may hold at once: Ray keeps up to one idle worker per CPU
+    (`num_workers_soft_limit`, default -1 = the node's CPUs: src/ray/common/ray_config_def.h, Ray 2.60),
+    each on its own port, plus verl's actors: one per GPU and a few per node."""
+    return cpus + gpus + VERL_ACTORS_PER_NODE

@@ -488,9 +488,8 @@ def _device_host_paths(env: Environment, job: dict[str, Any]) -> list[Violation]
 
 def _gke_driver(env: Environment) -> list[Violation]:
     """A GKE pool does not ask for GKE's DEFAULT driver when the image's CUDA needs a newer branch
-    (`grpo_infra.nodepools.gke.needs_latest_driver`): every worker would fail at its first CUDA call."""
-    from ..image.driver import min_driver
-    from ..nodepools.gke import needs_latest_driver
+    (`grpo_infra.image.driver.needs_latest_driver`): every worker would fail at its first CUDA call."""
+    from ..image.driver import min_driver, needs_latest_driver
 
     if not needs_latest_driver(env):
         return []

@@ -47,6 +47,48 @@ def slurm_host_path(env: Environment, path: str) -> str | None:
     return None
 
 
+def launcher_storage_violations(env: Environment) -> list[Violation]:
+    """The SkyPilot and dstack tasks: every job path under a declared `storage` entry, and a multi-node
+    gang's checkpoint dir on one the nodes share (a bucket in MOUNT mode, a shared volume). The nodes are
+    provisioned for the run: nothing is there that the task does not attach, so a path under no entry is
+    refused, as Kubernetes' `path-on-volume` is."""
+    from ..spec import ENVIRONMENT_KEY
+
+    if env.launchers is None:
+        return []
+    out = []
+    for name in ("skypilot", "dstack"):
+        launcher = getattr(env.launchers, name)
+        if launcher is None:
+            continue
+        where = f"{ENVIRONMENT_KEY}.launchers.{name}.storage"
+        mounts = [s.path for s in launcher.storage]
+        for field, path in unshared(env, mounts):
+            out.append(
+                Violation(
+                    "launcher-path-storage",
+                    f"{ENVIRONMENT_KEY}.{field}",
+                    f"{path} is under no `launchers.{name}.storage` path (declared: {', '.join(mounts) or 'none'}): "
+                    f"the {name} nodes would not have it",
+                )
+            )
+        checkpoint = env.job.checkpoint.dir
+        if env.gang.nodes < 2 or not checkpoint.startswith("/"):
+            continue
+        holding = [s for s in launcher.storage if under(checkpoint, s.path)]
+        if holding and not max(holding, key=lambda s: len(s.path)).shared_by_nodes():
+            out.append(
+                Violation(
+                    "checkpoint-shared",
+                    where,
+                    f"{checkpoint} is on storage the {env.gang.nodes} {name} nodes do not share (each node "
+                    "would keep its own shards and a restart could not resume): use a bucket with `mode: MOUNT` "
+                    "or a volume every node mounts (`shared: true`)",
+                )
+            )
+    return out
+
+
 def checkpoint_violations(env: Environment) -> list[Violation]:
     """A multi-node gang's checkpoint directory must be one shared file system, on either target.
 
@@ -58,35 +100,38 @@ def checkpoint_violations(env: Environment) -> list[Violation]:
     """
     from ..spec import ENVIRONMENT_KEY
 
+    found = launcher_storage_violations(env)
     if env.gang.nodes < 2:
-        return []
+        return found
     checkpoint = env.job.checkpoint
     gang = f"a {env.gang.nodes}-node gang"
     if env.kubernetes is not None:
         volume = checkpoint.volume
         if volume is None or volume.shared():
-            return []
+            return found
         return [
+            *found,
             Violation(
                 "checkpoint-shared",
                 f"{ENVIRONMENT_KEY}.job.checkpoint.volume",
                 f"hostPath {volume.host_path} is each node's own directory: {gang} would split its checkpoints "
                 "over the nodes and a restart could not resume; use a ReadWriteMany `claimName` or `nfs`, or "
                 "set `hostPathShared: true` if every node mounts one shared file system there",
-            )
+            ),
         ]
     assert env.slurm is not None
     host = slurm_host_path(env, checkpoint.dir)
     if host is not None and any(under(host, root) for root in env.slurm.shared_paths):
-        return []
+        return found
     where = "inside the container image only" if host is None else f"on the nodes {host}, under no `slurm.sharedPaths`"
     return [
+        *found,
         Violation(
             "checkpoint-shared",
             f"{ENVIRONMENT_KEY}.job.checkpoint.dir",
             f"{checkpoint.dir} is {where}: {gang} must checkpoint to one shared file system, or a requeued "
             "job cannot resume; put it on a shared mount and list that in `slurm.sharedPaths`",
-        )
+        ),
     ]
 
 

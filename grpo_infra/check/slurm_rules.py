@@ -3,7 +3,7 @@ the nodes' layout, the tenants' QOS, the time-limit checkpoint; and where the jo
 
 from __future__ import annotations
 
-from ..ports import block_count
+from ..ports import WORKER_PORTS, block_count, worker_ports_needed
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.pools import Pool
 from ..spec.slurm import PortRange, time_limit_minutes
@@ -18,7 +18,15 @@ EPHEMERAL_PORTS = (32768, 60999)
 def slurm_violations(env: Environment) -> list[Violation]:
     """Time against MaxTime, the port range against the kernel's ephemeral range, the interface against the fabric."""
     assert env.slurm is not None
-    return [*_time(env), *_ports(env), *_interface(env), *_node_layouts(env), *_qos(env), *_checkpoint(env)]
+    return [
+        *_time(env),
+        *_ports(env),
+        *_worker_ports(env),
+        *_interface(env),
+        *_node_layouts(env),
+        *_qos(env),
+        *_checkpoint(env),
+    ]
 
 
 def slurm_warnings(env: Environment) -> list[Violation]:
@@ -110,6 +118,23 @@ def port_range_violations(target: str, ports: PortRange, where: str, *, shared_n
             )
         )
     return out
+
+
+def _worker_ports(env: Environment) -> list[Violation]:
+    """A node's Ray must find a worker port for every worker it may hold, or tasks and actors fail to start."""
+    pool = env.gang.pool
+    needed = worker_ports_needed(pool.cpus, pool.gpu.per_node)
+    if needed <= WORKER_PORTS:
+        return []
+    return [
+        Violation(
+            "slurm-worker-ports",
+            f"{SLURM}.rayPorts",
+            f"pool {pool.name}'s Ray may hold {needed} workers per node ({pool.cpus} CPUs, {pool.gpu.per_node} GPUs "
+            f"and verl's actors), but a job's port block has {WORKER_PORTS} worker ports",
+            f"{needed - WORKER_PORTS} ports",
+        )
+    ]
 
 
 def _interface(env: Environment) -> list[Violation]:

@@ -26,11 +26,33 @@ def min_driver(cuda: str | None) -> str | None:
     return MIN_DRIVER.get(cuda) if cuda else None
 
 
-def pool_driver(pool: Pool) -> str:
+# GKE installs the driver Container-Optimized OS labels DEFAULT or LATEST for the GPU and node version;
+# DEFAULT trails LATEST, and R570 reached GKE as LATEST only (cos/overlays/board-overlays, commit af3ca4ea,
+# scripts/gpu_driver_versions: "The LATEST tag has been updated to point to the stable 570.133.20 Production
+# Branch"). An image whose CUDA needs R570 or newer (CUDA 12.8+; 13.0 needs 580.65.06,
+# `grpo_infra.image.driver`) therefore asks for LATEST; the image guard still reads the node's driver at
+# job start (/proc/driver/nvidia/version) and stops with one line if even LATEST is older.
+LATEST_FROM_BRANCH = 570
+
+
+def needs_latest_driver(env: Environment) -> bool:
+    """Does the image's CUDA need a driver branch GKE offers as LATEST only?"""
+    needed = min_driver(env.image.contents.cuda)
+    return needed is not None and int(needed.split(".")[0]) >= LATEST_FROM_BRANCH
+
+
+def gpu_driver_version(env: Environment, pool: Pool) -> str:
+    """The pool's `gpuDriverVersion`: as stated, else derived from the image's CUDA (`needs_latest_driver`)."""
+    assert pool.gke is not None
+    if pool.gke.gpu_driver_version is not None:
+        return pool.gke.gpu_driver_version
+    return "LATEST" if needs_latest_driver(env) else "DEFAULT"
+
+
+def pool_driver(env: Environment, pool: Pool) -> str:
     """Where the pool's driver comes from, as the platform team must check it (docs/images.md)."""
     if pool.gke is not None:
-        version = pool.gke.gpu_driver_version or "derived from the image's CUDA (grpo_infra.nodepools.gke)"
-        return f"GKE gpuDriverVersion {version} (the driver GKE installs for the node version)"
+        return f"GKE gpuDriverVersion {gpu_driver_version(env, pool)} (the driver GKE installs for the node version)"
     if pool.eks is not None:
         return "the EKS-optimized AL2023 NVIDIA AMI release of the node group (its release notes list the driver)"
     if pool.existing is not None and pool.existing.operator_installs_driver:
@@ -43,4 +65,4 @@ def driver_statement(env: Environment) -> str | None:
     needed = min_driver(env.image.contents.cuda)
     if needed is None:
         return None
-    return f"CUDA {env.image.contents.cuda} needs NVIDIA driver >= {needed}; pool {env.gang.pool.name}: {pool_driver(env.gang.pool)}"
+    return f"CUDA {env.image.contents.cuda} needs NVIDIA driver >= {needed}; pool {env.gang.pool.name}: {pool_driver(env, env.gang.pool)}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..image.driver import min_driver
+from ..image.driver import gpu_driver_version
 from ..spec import Environment
 from ..spec.pools import Pool
 from ..spec.providers import GKE_GPU_TAINT
@@ -15,33 +15,12 @@ from .eks import NodePoolError
 from .labels import node_selector
 
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-# GKE installs the driver Container-Optimized OS labels DEFAULT or LATEST for the GPU and node version;
-# DEFAULT trails LATEST, and R570 reached GKE as LATEST only (cos/overlays/board-overlays, commit af3ca4ea,
-# scripts/gpu_driver_versions: "The LATEST tag has been updated to point to the stable 570.133.20 Production
-# Branch"). An image whose CUDA needs R570 or newer (CUDA 12.8+; 13.0 needs 580.65.06,
-# `grpo_infra.image.driver`) therefore asks for LATEST; the image guard still reads the node's driver at
-# job start (/proc/driver/nvidia/version) and stops with one line if even LATEST is older.
-LATEST_FROM_BRANCH = 570
 
 
 def cluster_location(pool: Pool) -> str:
     """The cluster's location: as given, or the region of the pool's zone (a regional cluster)."""
     assert pool.gke is not None
     return pool.gke.cluster_location or pool.gke.zone.rsplit("-", 1)[0]
-
-
-def needs_latest_driver(env: Environment) -> bool:
-    """Does the image's CUDA need a driver branch GKE offers as LATEST only?"""
-    needed = min_driver(env.image.contents.cuda)
-    return needed is not None and int(needed.split(".")[0]) >= LATEST_FROM_BRANCH
-
-
-def gpu_driver_version(env: Environment, pool: Pool) -> str:
-    """The pool's `gpuDriverVersion`: as stated, else derived from the image's CUDA (`needs_latest_driver`)."""
-    assert pool.gke is not None
-    if pool.gke.gpu_driver_version is not None:
-        return pool.gke.gpu_driver_version
-    return "LATEST" if needs_latest_driver(env) else "DEFAULT"
 
 
 def node_pool_args(env: Environment, pool: Pool) -> dict[str, Any]:

@@ -213,6 +213,7 @@ def sbatch(env: Environment) -> str:
         checkpoint_save_secs=slurm.checkpoint_save_seconds,
         expiration_variable=EXPIRATION_VARIABLE,
         save_freq=job.checkpoint.save_freq,
+        retries=slurm.retries,
         image_guard_program=guard_program().rstrip("\n"),
         image_guard_args=[single_quoted(a) for a in slurm_guard_args(env)],
     )

@@ -46,6 +46,9 @@ DERIVED_OVERRIDES = frozenset(
         "trainer.project_name",
         "trainer.experiment_name",
         "trainer.total_epochs",
+        # from job.checkpoint.keep (grpo_infra/verl.py)
+        "trainer.max_actor_ckpt_to_keep",
+        "trainer.max_critic_ckpt_to_keep",
         # from image.contents.attention, when it is not verl's default (grpo_infra/verl.py)
         "actor_rollout_ref.model.override_config.attn_implementation",
         "trainer.nnodes",

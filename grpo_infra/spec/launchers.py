@@ -36,6 +36,83 @@ DstackBackend = Literal[
 ]  # fmt: skip
 
 
+# SkyPilot 0.14 bucket sources (docs.skypilot.co/en/v0.14.1/reference/storage.html): s3://, gs://, r2://,
+# cos://, oci://, Azure blob https URLs. A bucket is mounted as a file system, so verl reads and writes it
+# through a POSIX path (verl 0.9.1 resumes only from `trainer.default_local_dir`).
+BucketUrl = Annotated[
+    str, StringConstraints(pattern=r"^(?:s3|gs|r2|cos|oci|nebius|cw)://[^\s'\"$`\\]+$|^https://[^\s'\"$`\\]+$")
+]
+VolumeName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=253)]
+
+
+class SkyPilotStorage(SpecModel):
+    """One path of the job on every SkyPilot node: a bucket in `file_mounts`, or a SkyPilot volume.
+
+    SkyPilot 0.14.1 (docs.skypilot.co/en/v0.14.1/reference/storage.html): `MOUNT` streams reads and writes
+    each file to the bucket, visible to every node; `MOUNT_CACHED` writes to a local cache first and uploads
+    asynchronously (other nodes do not see a write until it is uploaded); `COPY` copies the bucket to each
+    node's disk at launch (writes stay on that disk). Volumes (reference/volumes.html): `volumes:` maps a
+    path to a volume made by `sky volumes apply` (a PVC on Kubernetes); shared by the nodes only when its
+    access mode is ReadWriteMany, which the task cannot show, hence `shared`.
+    """
+
+    path: AbsolutePath
+    """Where the job sees it on every node, e.g. /checkpoints."""
+    source: BucketUrl | None = None
+    """A bucket (s3://, gs://, r2://, ...) mounted at `path` through `file_mounts`."""
+    mode: Literal["MOUNT", "MOUNT_CACHED", "COPY"] = "MOUNT"
+    """How the bucket is attached; only `MOUNT` is one shared file system for a multi-node checkpoint dir."""
+    volume: VolumeName | None = None
+    """A SkyPilot volume (`sky volumes apply`) mounted at `path` instead of a bucket."""
+    shared: bool = False
+    """The volume is one file system every node mounts (a ReadWriteMany PVC); buckets: ignored."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SkyPilotStorage:
+        if (self.source is None) == (self.volume is None):
+            raise ValueError("name exactly one of `source` (a bucket) or `volume`")
+        if self.volume is not None and self.mode != "MOUNT":
+            raise ValueError("`mode` describes a bucket; a volume is mounted as it is")
+        if self.source is not None and self.shared:
+            raise ValueError("`shared` describes a volume; a bucket's sharing follows from `mode`")
+        return self
+
+    def shared_by_nodes(self) -> bool:
+        """Does every node see every other node's writes here?"""
+        return self.mode == "MOUNT" if self.source is not None else self.shared
+
+
+class DstackStorage(SpecModel):
+    """One path of the job in every dstack container: a network volume, or an instance volume.
+
+    dstack 0.22.5 (dstack/_internal/core/models/volumes.py `parse_mount_point`; dstack.ai/docs/concepts/volumes):
+    `volumes` entries are `NAME:PATH` (a network volume, a cloud disk attached to one instance at a time, so
+    never one file system for several nodes) or `INSTANCE_PATH:PATH` (a directory of the host, e.g. where an
+    SSH fleet's hosts mount NFS/Lustre; shared only when every host mounts the same file system there).
+    """
+
+    path: AbsolutePath
+    """Where the job sees it in the container, e.g. /checkpoints."""
+    volume: VolumeName | None = None
+    """A dstack network volume (`dstack apply -f volume.dstack.yml`) mounted at `path`."""
+    instance_path: AbsolutePath | None = None
+    """A directory on the host mounted at `path` (an instance volume)."""
+    shared: bool = False
+    """`instancePath` is one shared file system every host mounts there (NFS, Lustre, FSx)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DstackStorage:
+        if (self.volume is None) == (self.instance_path is None):
+            raise ValueError("name exactly one of `volume` (a network volume) or `instancePath`")
+        if self.volume is not None and self.shared:
+            raise ValueError("`shared` describes an `instancePath`; a network volume attaches to one instance")
+        return self
+
+    def shared_by_nodes(self) -> bool:
+        """Does every node see every other node's writes here?"""
+        return self.instance_path is not None and self.shared
+
+
 def default_cloud_ports() -> PortRange:
     """One block of ports below the kernel's ephemeral range: cloud machines run one cluster each."""
     return PortRange.model_validate({"start": 20000, "end": 20255})
@@ -81,6 +158,11 @@ class SkyPilotLauncher(SpecModel):
         description="List the dashboard port in `resources.ports`, which opens it to the internet on clouds; "
         "off: reach it through `ssh -L` to the head.",
     )
+    storage: list[SkyPilotStorage] = Field(
+        default_factory=list,
+        description="Where the model, the data and the checkpoint directory come from on the nodes; `check` "
+        "refuses a job path under none, and a multi-node checkpoint dir not shared by every node.",
+    )
 
 
 class DstackFleet(SpecModel):
@@ -110,6 +192,11 @@ class DstackLauncher(SpecModel):
     ray_ports: PortRange = Field(default_factory=default_cloud_ports, description="Ports the job's Ray uses.")
     fleet: DstackFleet | None = None
     """The fleet to render alongside the task; the task runs on any matching fleet when omitted."""
+    storage: list[DstackStorage] = Field(
+        default_factory=list,
+        description="Where the model, the data and the checkpoint directory come from in the container; "
+        "`check` refuses a job path under none, and a multi-node checkpoint dir not shared by every node.",
+    )
 
 
 class Launchers(SpecModel):

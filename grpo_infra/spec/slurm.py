@@ -206,6 +206,11 @@ class Slurm(SpecModel):
         "than this plus its longest step away.",
     )
     switches: list[Switch] = Field(default_factory=list, description="Fabric tree for topology.conf; none: no file.")
+    retries: Annotated[int, Field(ge=0, le=100)] = Field(
+        default=3,
+        description="Requeues of a run whose training command failed with every node up (Xid, NCCL error, OOM, "
+        "raylet death), counted only when the checkpoint did not advance during the failed run; 0: never.",
+    )
 
     @field_validator("max_time", "time_limit")
     @classmethod

@@ -179,7 +179,7 @@ def test_the_minimum_driver_of_the_images_cuda_is_stated_per_pool() -> None:
     """CUDA 13.0 needs driver >= 580.65.06 (NVIDIA CUDA 13.0 release notes, Table 3), said where each pool gets it."""
     eks, gke = dockerfile(stack("eks-prod")), dockerfile(stack("gke-dev"))
     assert "# Runs on: CUDA 13.0 needs NVIDIA driver >= 580.65.06; pool h100-efa: the EKS-optimized AL2023" in eks
-    assert "pool a3-h100: GKE gpuDriverVersion DEFAULT" in gke
+    assert "pool a3-h100: GKE gpuDriverVersion LATEST" in gke
     assert 'io.grpo-infra.min-driver="580.65.06"' in eks
 
 

@@ -107,16 +107,18 @@ def test_a_local_copy_of_the_image_is_used_as_given() -> None:
     assert "'--container-image=/lustre/images/verl.sqsh'" in render_files(env)[SBATCH_PATH]
 
 
-def _block(script: str, name: str) -> str:
+def _function(script: str, name: str) -> str:
+    """A shell function of the rendered script, its definition whole (`name() {` to the `}` closing it)."""
     lines = script.splitlines()
-    return "\n".join(lines[lines.index(f"# --- {name} ---") + 1 : lines.index(f"# --- end {name} ---")])
+    start = lines.index(f"{name}() {{")
+    return "\n".join(lines[start : lines.index("}", start) + 1])
 
 
 def _line_starts(script: str, word: str) -> list[int]:
-    """Offsets of the lines that begin with `word`."""
+    """Offsets of the lines that begin with the word `word` (a call or its definition `word() {`)."""
     offsets, at = [], 0
     for line in script.splitlines(keepends=True):
-        if line.startswith(word):
+        if line.startswith(word) and line[len(word) : len(word) + 1] in ("", " ", "\n", "&", ";", "(", "|"):
             offsets.append(at)
         at += len(line)
     return offsets
@@ -125,7 +127,7 @@ def _line_starts(script: str, word: str) -> list[int]:
 def test_sbatch_guard_runs_before_the_gate_and_ray() -> None:
     for name in ("onprem-slurm", "local-slurm"):
         script = render_files(stack(name))[SBATCH_PATH]
-        guard = script.index("# --- image guard ---")
+        guard = next(i for i in _line_starts(script, "image_guard") if not script.startswith("image_guard()", i))
         # The first call of ray_step (its definition reads `ray_step() {`) starts Ray.
         ray_start = next(i for i in _line_starts(script, "ray_step") if not script.startswith("ray_step()", i))
         calls = [*_line_starts(script, "run_fabric_gate"), *_line_starts(script, "start_fabric_gate")]
@@ -145,7 +147,8 @@ srun() {{
   for node in node1 node2; do SLURMD_NODENAME=$node "$@" || rc=1; done
   return $rc
 }}
-{_block(render_files(env)[SBATCH_PATH], "image guard")}
+{_function(render_files(env)[SBATCH_PATH], "image_guard")}
+image_guard
 log "gate and Ray would start now"
 """
     environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "GRPO_ENTRYPOINT": entrypoint}

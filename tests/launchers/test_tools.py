@@ -91,6 +91,57 @@ def test_dstack_accepts_the_eks_prod_task_and_fleet(tmp_path: Path) -> None:
     assert task["files"] == [["gate", "/opt/grpo-infra"]]
     assert (fleet["nodes"], fleet["placement"], fleet["backends"]) == ([4, 4], "cluster", ["aws"])
     assert (fleet["gpu_name"], fleet["gpu_count"]) == (["H100"], [8, 8])
+    # The model, the data and the checkpoints: the hosts' shared FSx mount, as dstack's instance volumes.
+    assert task["volumes"] == [
+        ["/fsx/models", "/models"],
+        ["/fsx/data", "/data"],
+        ["/fsx/checkpoints", "/checkpoints"],
+    ]
+
+
+def test_skypilot_mounts_the_gke_dev_buckets(tmp_path: Path) -> None:
+    folder = rendered("gke-dev", tmp_path) / "skypilot"
+    (result,) = parse("skypilot", [folder / "task.yaml"], folder, tmp_path)
+    assert result["ok"], result
+    # Model and data cached from the bucket; checkpoints streamed (MOUNT), so every node sees every shard.
+    assert result["storage_mounts"] == {
+        "/models": ["gs://ml-dev-grpo/models", "MOUNT_CACHED"],
+        "/data": ["gs://ml-dev-grpo/data", "MOUNT_CACHED"],
+        "/checkpoints": ["gs://ml-dev-grpo/checkpoints", "MOUNT"],
+    }
+
+
+STORAGE = [
+    ("gke-dev", "skypilot", [{"path": "/models", "source": "gs://b/m"}, {"path": "/data", "source": "gs://b/d"}],
+     [("launcher-path-storage", "grpo-infra:environment.job.checkpoint.dir")]),
+    ("gke-dev", "skypilot", [{"path": "/", "source": "gs://b", "mode": "MOUNT_CACHED"}],
+     [("checkpoint-shared", "grpo-infra:environment.launchers.skypilot.storage")]),
+    ("gke-dev", "skypilot", [{"path": "/", "volume": "pvc"}],
+     [("checkpoint-shared", "grpo-infra:environment.launchers.skypilot.storage")]),
+    ("gke-dev", "skypilot", [{"path": "/", "volume": "pvc", "shared": True}], []),
+    ("eks-prod", "dstack", [{"path": "/", "volume": "ckpt"}],
+     [("checkpoint-shared", "grpo-infra:environment.launchers.dstack.storage")]),
+    ("eks-prod", "dstack", [{"path": "/", "instancePath": "/mnt/disk"}],
+     [("checkpoint-shared", "grpo-infra:environment.launchers.dstack.storage")]),
+    ("eks-prod", "dstack", [], [
+        ("launcher-path-storage", "grpo-infra:environment.job.modelPath"),
+        ("launcher-path-storage", "grpo-infra:environment.job.data.trainFiles[0]"),
+        ("launcher-path-storage", "grpo-infra:environment.job.data.valFiles[0]"),
+        ("launcher-path-storage", "grpo-infra:environment.job.checkpoint.dir"),
+    ]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("stack", "launcher", "storage", "expected"), STORAGE)
+def test_check_refuses_launcher_paths_without_shared_storage(
+    stack: str, launcher: str, storage: list[dict[str, Any]], expected: list[tuple[str, str]]
+) -> None:
+    config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    secrets = {k for k, v in config.items() if isinstance(v, dict) and "secure" in v}
+    config[ENVIRONMENT_KEY]["launchers"][launcher]["storage"] = storage
+    env = with_lock(environment_from_config(config, secrets, stack), ROOT, stack, stack)
+    found = [(v.rule, v.where) for v in violations(env) if v.rule in ("launcher-path-storage", "checkpoint-shared")]
+    assert found == expected
 
 
 # --- bad input: our spec refuses it with our message, and the tool, given the same value, refuses too ---

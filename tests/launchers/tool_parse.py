@@ -27,6 +27,10 @@ def skypilot(path: str) -> dict[str, Any]:
         "envs": dict(task.envs),
         "secret_names": sorted(task.secrets),
         "file_mounts": task.file_mounts,
+        # Bucket mounts, as SkyPilot's Storage objects: mount path -> (source, mode).
+        "storage_mounts": {
+            path: [str(store.source), store.mode.value] for path, store in (task.storage_mounts or {}).items()
+        },
         "run_is_str": isinstance(task.run, str),
         # The task's `config:` (pod_config and the like), as SkyPilot hands it to provisioning.
         "cluster_config_overrides": resources.cluster_config_overrides,
@@ -53,6 +57,9 @@ def dstack(path: str) -> dict[str, Any]:
             "fleets": [getattr(f, "name", f) for f in conf.fleets or []],
             "commands": len(conf.commands),
             "files": [[f.local_path, f.path] for f in conf.files],
+            "volumes": [
+                [getattr(v, "name", None) or getattr(v, "instance_path", None), v.path] for v in conf.volumes or []
+            ],
         }
     else:
         gpu = conf.resources.gpu

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from grpo_infra.check import violations
+from grpo_infra.image.driver import gpu_driver_version
 from grpo_infra.nodepools import node_pool_args
-from grpo_infra.nodepools.gke import gpu_driver_version
 from grpo_infra.spec import Environment, load_stack
 
 from .conftest import ROOT

@@ -60,4 +60,8 @@ def test_the_sbatch_reads_the_same_tracker(tmp_path: Path) -> None:
     assert subprocess.run(["bash", "-c", read], capture_output=True, text=True).stdout == "0\n"
     (tmp_path / CHECKPOINT_TRACKER).write_text("7\n")
     assert subprocess.run(["bash", "-c", read], capture_output=True, text=True).stdout == "7\n"
-    assert "(( step_before > 0 && step_after <= step_before ))" in script
+    assert '(( step_before > 0 )) && ! checkpoint_advanced "$step_before" "$step_after"' in script
+    advanced = function(script, "checkpoint_advanced")
+    for before, after, rc in ((5, 6, 0), (5, 5, 1), (5, 4, 1)):
+        check = advanced + f"checkpoint_advanced {before} {after}"
+        assert subprocess.run(["bash", "-c", check]).returncode == rc

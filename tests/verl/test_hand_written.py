@@ -96,11 +96,12 @@ def _pairs(argv: list[str]) -> dict[str, str]:
 
 
 def _rayjob_argv(stack: str) -> list[str]:
-    """verl's argv as the head's shell would split the RayJob's entrypoint (after the gate's `&&`)."""
+    """verl's argv as the head's shell would split the RayJob's entrypoint: the last command of the `&&`
+    chain (the gate and the resume guards run before it)."""
     argv = shlex.split(ray_job(load_stack(stack, ROOT).environment)["spec"]["entrypoint"])
     if argv[:2] == ["sh", "-c"]:
-        return shlex.split(argv[2].split(" && ", 1)[1])
-    return argv
+        argv = shlex.split(argv[2].rsplit(" && ", 1)[1])
+    return argv[argv.index("python3") :]
 
 
 def _sbatch_argv(stack: str, nodes: int, gpus: int) -> list[str]:

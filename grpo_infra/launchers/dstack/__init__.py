@@ -64,6 +64,9 @@ def task(env: Environment) -> dict[str, Any]:
         document["image"] = reference
     if env.job.preflight.nccl.enabled:
         document["files"] = [f"gate:{GATE_DIR}"]
+    # The job's storage (docs/launchers.md, "Storage"): `NAME:PATH` network or `HOST_PATH:PATH` instance volumes.
+    if spec.storage:
+        document["volumes"] = [f"{s.volume or s.instance_path}:{s.path}" for s in spec.storage]
     document["commands"] = [
         cloud_node_script(
             env,

@@ -62,8 +62,15 @@ def task(env: Environment) -> dict[str, Any]:
         "envs": dict(job_environment(env, sky.interface)),
         "secrets": {name: None for name in [*(s.env for s in env.job.secrets), TOKEN_SECRET]},
     }
+    # The job's storage (docs/launchers.md, "Storage"): buckets in file_mounts, volumes by name.
+    mounts: dict[str, Any] = {s.path: {"source": s.source, "mode": s.mode} for s in sky.storage if s.source}
     if env.job.preflight.nccl.enabled:
-        document["file_mounts"] = {GATE_DIR: "gate"}
+        mounts[GATE_DIR] = "gate"
+    if mounts:
+        document["file_mounts"] = mounts
+    volumes = {s.path: s.volume for s in sky.storage if s.volume}
+    if volumes:
+        document["volumes"] = volumes
     queue = kueue_pod_config(env)
     if queue is not None:
         document["config"] = queue
