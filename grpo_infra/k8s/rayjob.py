@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import debug, verl
 from ..image import image_reference
+from ..lifecycle.resume import guarded
 from ..preflight.gate import gate_command
 from ..spec import Environment
 from .gate import PYTHONPATH_PREFIX
@@ -75,8 +76,30 @@ def entrypoint(env: Environment, gate: bool = True) -> str:
     steps = [guard] if guard else []
     steps += [f"{PYTHONPATH_PREFIX} {fabric}"] if fabric else []
     steps += [world] if world else []
-    script = " && ".join([*steps, verl.shell_command(env)])
+    script = " && ".join([*steps, resume_guard(env, verl.shell_command(env))])
     return shlex.join(["sh", "-c", script])
+
+
+def resume_guard(env: Environment, training: str) -> str:
+    """verl's command under the resume rule (`grpo_infra.lifecycle.resume`), with `resume: auto`.
+
+    A retried RayJob or a resubmitted job that resumed at step N and exited 0 without saving a newer step
+    trained nothing; the guard turns its exit 0 into 1, so KubeRay reports the job FAILED, not SUCCEEDED.
+    It reads `job.checkpoint.dir`, the mount path of the job's own subPath (`raycluster.checkpoint_sub_path`):
+    the directory verl writes as `trainer.default_local_dir`. The guard runs from the image, so it needs
+    `image.contents.grpoInfra`; an image without it runs verl alone after one warning line in the job's log.
+    """
+    if env.job.checkpoint.resume != "auto":
+        return training
+    if env.image.contents.grpo_infra:
+        return guarded(env.job.checkpoint.dir, training)
+    return f"{{ echo {shlex.quote(UNGUARDED_WARNING)} >&2; {training}; }}"
+
+
+UNGUARDED_WARNING = (
+    "grpo: WARNING: the image lacks grpo-infra (image.contents.grpoInfra): "
+    "a resumed run that exits 0 without training is not reported failed"
+)
 
 
 WORLD_SIZE_FILE = ".grpo-infra-world-size"

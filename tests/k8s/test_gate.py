@@ -26,7 +26,7 @@ from grpo_infra.k8s.gate import (
     gate_config_map,
     gate_files,
 )
-from grpo_infra.k8s.rayjob import world_size_guard
+from grpo_infra.k8s.rayjob import resume_guard, world_size_guard
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.pulumi_graph import Graph, record
 from grpo_infra.spec import Environment
@@ -34,6 +34,7 @@ from grpo_infra.validate import validate_objects
 from tests.conftest import ROOT
 
 from .conftest import K8S_STACKS, by_kind, env_of, variant
+from .entrypoints import unguarded
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 RAYJOB = "kubernetes:ray.io/v1:RayJob"
@@ -130,7 +131,9 @@ def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) 
     assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *GATE_ARGV[stack].split()]
     assert shlex.split(gate)[0] == "PYTHONPATH=/opt/grpo-infra${PYTHONPATH:+:$PYTHONPATH}"
     world = world_size_guard(env)
-    assert training == (f"{world} && " if world else "") + verl.shell_command(env)
+    *before, last = training.rsplit(" && ", 1) if world else [training]
+    assert before == ([world] if world else [])
+    assert unguarded(last) == verl.shell_command(env)
 
 
 def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
@@ -139,7 +142,7 @@ def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
     assert by_kind(rendered, "ConfigMap") == []
     job = by_kind(rendered, "RayJob")[0]
     assert job["spec"]["entrypoint"] == shlex.join(
-        ["sh", "-c", f"{world_size_guard(env)} && {verl.shell_command(env)}"]
+        ["sh", "-c", f"{world_size_guard(env)} && {resume_guard(env, verl.shell_command(env))}"]
     )
     for pod in [_head(job), *_workers(job)]:
         assert GATE_VOLUME not in {v["name"] for v in pod["volumes"]}

@@ -16,14 +16,7 @@ from grpo_infra.k8s.queues import cluster_queues
 from tests.conftest import ROOT
 
 from .conftest import K8S_STACKS, by_kind, env_of, variant
-
-
-def verl_argv(entrypoint: str) -> list[str]:
-    """verl's argv inside the entrypoint: the part after the gate's `&&`, or the whole line without a gate."""
-    argv = shlex.split(entrypoint)
-    if argv[:2] == ["sh", "-c"]:
-        return shlex.split(argv[2].rsplit(" && ", 1)[-1])
-    return argv
+from .entrypoints import verl_argv
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
