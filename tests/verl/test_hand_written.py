@@ -8,13 +8,13 @@ the renderer that changes what verl receives fails here even when both targets c
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 
 from grpo_infra.k8s import ray_job
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import load_stack
 from tests.conftest import ROOT
+from tests.k8s.entrypoints import verl_argv
 
 MAIN = ["python3", "-m", "verl.trainer.main_ppo"]
 
@@ -96,12 +96,9 @@ def _pairs(argv: list[str]) -> dict[str, str]:
 
 
 def _rayjob_argv(stack: str) -> list[str]:
-    """verl's argv as the head's shell would split the RayJob's entrypoint: the last command of the `&&`
-    chain (the gate and the resume guards run before it)."""
-    argv = shlex.split(ray_job(load_stack(stack, ROOT).environment)["spec"]["entrypoint"])
-    if argv[:2] == ["sh", "-c"]:
-        argv = shlex.split(argv[2].rsplit(" && ", 1)[1])
-    return argv[argv.index("python3") :]
+    """verl's argv as the head's shell would run it from the RayJob's entrypoint (after the gate and the
+    resume guards)."""
+    return verl_argv(ray_job(load_stack(stack, ROOT).environment)["spec"]["entrypoint"])
 
 
 def _sbatch_argv(stack: str, nodes: int, gpus: int) -> list[str]:
