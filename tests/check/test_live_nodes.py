@@ -26,13 +26,13 @@ def _check(kubeconfig: str, *extra: str):
 def test_check_compares_the_worker_with_the_real_nodes_allocatable() -> None:
     with local_cluster(local_k8s()) as paths:
         kubeconfig = str(paths.kubeconfig)
-        # The fake nodes report 512Gi allocatable: the worker (478.1 GiB) fits.
+        # The fake nodes report what the pool says a node has (24 GiB): the worker (23.2 GiB) fits.
         fits = _check(kubeconfig, "--explain")
         assert fits.exit_code == 0, fits.output
         assert "real Nodes of pool sim-gpu" in fits.output and "local-gpu-2" in fits.output
 
         # A node whose kubelet keeps more than the stack expects: the same stack is now refused.
-        patch = {"status": {"allocatable": {"memory": "400Gi"}}}
+        patch = {"status": {"allocatable": {"memory": "16Gi"}}}
         cluster.kubectl(
             paths, "patch", "node", "local-gpu-2", "--subresource=status", "--type=merge", "-p", json.dumps(patch)
         )
@@ -40,7 +40,7 @@ def test_check_compares_the_worker_with_the_real_nodes_allocatable() -> None:
         assert short.exit_code == 1, short.output
         found = [v for v in json.loads(short.stdout) if v["rule"] == "pod-fits-real-node"]
         assert len(found) == 1, found
-        assert "local-gpu-2 has 400.0 GiB allocatable" in found[0]["message"]
+        assert "local-gpu-2 has 16.0 GiB allocatable" in found[0]["message"]
         assert found[0]["where"].endswith("pools[0].kernelMemoryGib")
 
         # A host of the pool that is not a Node of the cluster.

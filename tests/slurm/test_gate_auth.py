@@ -64,7 +64,8 @@ SLURM_JOB_ID=4242; SLURM_JOB_NAME=grpo; SLURM_SUBMIT_DIR={tmp_path}
 container_srun_args=(); container_exec=()
 timeout() {{
   printf '%s\\0' "$@" >"$SLURM_SUBMIT_DIR/launched"
-  printf 'NCCL_DEBUG=%s NCCL_DEBUG_SUBSYS=%s\\n' "${{NCCL_DEBUG:-}}" "${{NCCL_DEBUG_SUBSYS:-}}" >"$SLURM_SUBMIT_DIR/nccl-env"
+  printf 'NCCL_DEBUG=%s NCCL_DEBUG_SUBSYS=%s NCCL_DEBUG_FILE=%s\\n' "${{NCCL_DEBUG:-}}" "${{NCCL_DEBUG_SUBSYS:-}}" \
+    "${{NCCL_DEBUG_FILE-unset}}" >"$SLURM_SUBMIT_DIR/nccl-env"
   [[ -z "$FIXTURE" ]] || cat "$FIXTURE"
   return "$FIXTURE_RC"
 }}
@@ -106,7 +107,9 @@ def test_nccl_gate_runs_all_reduce_perf_on_every_gpu_before_ray(tmp_path: Path) 
         "--mpi=pmix", "--kill-on-bad-exit=1",
         "all_reduce_perf", "-b", "1024M", "-e", "1024M", "-g", "1", "-w", "5", "-n", "20",
     ]  # fmt: skip
-    assert (tmp_path / "nccl-env").read_text().strip() == "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+    assert (
+        tmp_path / "nccl-env"
+    ).read_text().strip() == "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE=unset"
     out = proc.stdout.splitlines()
     assert "grpo [test] fabric gate: PASS fabric=infiniband transport=infiniband peak busbw=375.43 GB/s " in (
         next(line for line in out if "fabric gate: PASS" in line) + " "
@@ -257,3 +260,17 @@ def test_a_barrier_that_fails_before_the_gate_is_not_reported_as_a_fabric_failur
     assert proc.returncode == 1 and "training launched" not in proc.stdout
     assert "fabric gate: FAIL" not in proc.stdout
     assert proc.stdout.splitlines()[-1] == "grpo [test] ERROR: not every node joined"
+
+
+def test_the_nccl_gate_reads_ncclS_lines_even_when_job_debug_sends_them_to_files(tmp_path: Path) -> None:
+    """job.debug.ncclDebug gives every process an NCCL_DEBUG_FILE; the gate's ranks must not inherit it, or
+    NCCL writes its INFO lines there and the verdict sees no transport."""
+    env = stack("onprem-slurm")
+    os.environ["NCCL_DEBUG_FILE"] = str(tmp_path / "nccl.%h.%p.log")
+    try:
+        proc = _run_gate(env, tmp_path, nodes=2, gpus=8, fixture=str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"))
+    finally:
+        del os.environ["NCCL_DEBUG_FILE"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NCCL_DEBUG=INFO" in (tmp_path / "nccl-env").read_text()
+    assert "NCCL_DEBUG_FILE=unset" in (tmp_path / "nccl-env").read_text()
