@@ -20,7 +20,7 @@ from .. import synth
 from ..localnode import Link, add_bridge, attach, check_subnet_free, kill_namespace, teardown
 from ..localnode import namespace_pids as namespace_pids
 from ..localnode import namespaces as _namespaces
-from ..localnode.run import LocalNodeError
+from ..localnode.run import LocalNodeError, run
 from ..processes import wait_for
 from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
@@ -82,17 +82,11 @@ def require_root_and_tools() -> None:
 
 
 def _run(cmd: Sequence[str], *, check: bool = True, env: dict[str, str] | None = None, timeout: float = 30) -> str:
+    """The local-node layer's runner, its one-line failure raised as the sandbox's own error."""
     try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout, check=False)
-    except FileNotFoundError:
-        if check:
-            raise SandboxError(f"`{cmd[0]}` is not installed; run scripts/install-system-deps.sh") from None
-        return ""
-    if check and proc.returncode != 0:
-        raise SandboxError(
-            f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    return proc.stdout
+        return run(cmd, check=check, env=env, timeout=timeout)
+    except LocalNodeError as exc:
+        raise SandboxError(str(exc)) from None
 
 
 def slurm_env(root: Path = ROOT) -> dict[str, str]:
