@@ -595,7 +595,7 @@ def down(root: Path = ROOT) -> list[str]:
     def host_state() -> list[str]:
         return realnodes.remove_forward() + realnodes.remove_cgroups()
 
-    return done + teardown(
+    done += teardown(
         root,
         pidfiles=[paths.pidfile(name) for name in reversed(COMPONENTS)],
         namespace_prefix=NAMESPACE_PREFIX,
@@ -604,6 +604,19 @@ def down(root: Path = ROOT) -> list[str]:
         before_links=host_state,
         grace=5,
     )
+    return done + _ports_released()
+
+
+def _ports_released(timeout: float = 20) -> list[str]:
+    """Wait until the control plane's ports close, so a `kube up` right after `down` finds them free
+    (a killed process's listening sockets go with it, a moment later); one line if some stay open."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = [f"{name} ({port})" for name, port in PORTS.items() if _listening(port)]
+        if not busy:
+            return []
+        time.sleep(0.2)
+    return [f"still listening after {timeout:.0f} s on {LOOPBACK}: {', '.join(busy)} (not this cluster's?)"]
 
 
 # ------------------------------------------------------------------------------------ status / env
