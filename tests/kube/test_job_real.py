@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from grpo_infra.image.build import variant_guard_args
+from grpo_infra.image.build import build, variant_guard_args
 from grpo_infra.image.oci import OCIError
 from grpo_infra.image.pods import CONTAINER_NAME as GUARD
 from grpo_infra.kube import cluster, images, realnodes
@@ -96,6 +96,9 @@ def kube() -> Iterator[Paths]:
     realnodes_reason = realnodes.unavailable()
     if realnodes_reason:
         unavailable(realnodes_reason)
+    # The stack's CPU image, as `grpo-infra image build local-k8s` makes it: cached by its contents, so
+    # only a changed checkout rebuilds (the upper layer), and CI needs no step of its own.
+    build(ENV, ROOT)
     try:
         archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
     except OCIError as exc:
