@@ -26,6 +26,7 @@ import pytest
 from grpo_infra.image.build import build, variant_guard_args
 from grpo_infra.image.oci import OCIError
 from grpo_infra.image.pods import CONTAINER_NAME as GUARD
+from grpo_infra.k8s.raycluster import checkpoint_sub_path
 from grpo_infra.kube import cluster, images, realnodes
 from grpo_infra.kube.plan import CPU_NODE, Paths, pool_hosts
 from tests.conftest import unavailable
@@ -190,7 +191,8 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
     # are 1, 2, ... in order, and the checkpoints on the host path every node shares hold all of them.
     logged = [e["step"] for e in events if e["event"] == "checkpoint"]
     assert logged and logged == list(range(1, len(logged) + 1)), log[-3000:]
-    checkpoints = host_paths()[0]
+    # The job's own directory on the shared volume (its subPath, so two jobs never share checkpoints).
+    checkpoints = host_paths()[0] / checkpoint_sub_path(ENV)
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
     for step in range(1, STEPS + 1):
         saved = json.loads((checkpoints / f"global_step_{step}" / "probe.json").read_text())
