@@ -146,11 +146,20 @@ def _alive(paths: Paths, name: str) -> bool:
     return pid_of(paths.pidfile(name), str(paths.root)) is not None
 
 
+def _gone(paths: Paths, name: str) -> bool:
+    """Dead on two looks half a second apart: while a wrapper execs its program, /proc/<pid>
+    can briefly show neither the old nor the new command line, and one such read is no death."""
+    if _alive(paths, name):
+        return False
+    time.sleep(0.5)
+    return not _alive(paths, name)
+
+
 def _wait(paths: Paths, name: str, ready: Callable[[], bool], timeout: float) -> None:
     """Until `ready()`; a process that died or never got ready is named with the tail of its log."""
 
     def check() -> bool:
-        if not _alive(paths, name):
+        if _gone(paths, name):
             raise KubeError(f"{name} exited: {_log_tail(paths, name)}")
         return ready()
 

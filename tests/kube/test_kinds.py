@@ -122,7 +122,7 @@ def test_a_raycronjobs_first_run_is_created_on_schedule_and_admitted_whole(kube:
                 (
                     w
                     for w in get(kube, "workloads", "-n", ns)["items"]
-                    if w["status"].get("admission") and run["metadata"]["name"] in w["metadata"]["name"]
+                    if w.get("status", {}).get("admission") and run["metadata"]["name"] in w["metadata"]["name"]
                 ),
                 None,
             ),
