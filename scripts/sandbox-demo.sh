@@ -16,7 +16,7 @@ grpo-infra sandbox status
 
 workdir=$(mktemp -d)
 checkpoints=/run/grpo-sandbox/shared/checkpoints/demo
-export GRPO_ENTRYPOINT="python -m grpo_infra.sandbox.probe --checkpoint-dir $checkpoints --steps 3"
+export GRPO_ENTRYPOINT="python -m grpo_infra.probe --checkpoint-dir $checkpoints --steps 3"
 export GRPO_RAY_READY_TIMEOUT=180
 # The sbatch `sandbox up` rendered from the stack (the same file `grpo-infra synth` writes).
 script="${GRPO_SANDBOX_ROOT:-/run/grpo-sandbox}/stack/slurm/grpo.sbatch"

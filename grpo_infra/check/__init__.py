@@ -12,6 +12,7 @@ from .image_rules import image_violations
 from .kind_rules import kind_violations
 from .launcher_rules import launcher_violations
 from .paths import checkpoint_violations
+from .stand_in_rules import stand_in_violations, stand_in_warnings
 from .verl_rules import verl_violations
 from .violation import Violation
 
@@ -24,6 +25,7 @@ UNRENDERABLE = frozenset({"raycronjob-schedule"})
 def violations(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, target-independent rules first."""
     found = [*gang_violations(env), *verl_violations(env), *image_violations(env), *checkpoint_violations(env)]
+    found += stand_in_violations(env)
     kinds = kind_violations(env)
     found += kinds
     if any(v.rule in UNRENDERABLE for v in kinds):
@@ -47,4 +49,4 @@ def warnings(env: Environment) -> list[Violation]:
         from .slurm_rules import slurm_warnings
 
         return [*slurm_path_warnings(env), *slurm_warnings(env)]
-    return []
+    return stand_in_warnings(env)

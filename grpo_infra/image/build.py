@@ -37,21 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import Environment
-from ..spec.image import ImageContents
-from . import guard_args, guard_program
+from . import guard_program
 from .dockerfile import VENV
 from .lock import engine_requirements, normalize, pins
 from .oci import ImageConfig, Layer, cache_dir, pack, write_layer
+from .variant import SUITE, SUITE_PYTHON, variant_guard_args
 
 # Bump when the recipe below changes what a build of the same inputs holds.
 RECIPE = "cpu-variant-1"
-# The production bases are Ubuntu 24.04 (`-ubuntu24.04`: CPython 3.12, glibc 2.39). Only Debian's
-# archive is reachable from the project's machines, and no Debian release ships CPython 3.12: trixie's
-# only CPython is 3.13, which verl 0.9.1 refuses (Requires-Python <3.13); bookworm's is 3.11, inside
-# verl's range and the project's own (>=3.11). So the variant is Debian 12 with CPython 3.11 (glibc
-# 2.36): the Python minor differs from the declaration, and the variant's guard is told so.
-SUITE = "bookworm"
-SUITE_PYTHON = "3.11"
 # The tools the job's shell steps and the pods call (the production Dockerfile's list, without the
 # compilers and git that only its source builds need): bash (in minbase), ip, pkill/ps, curl.
 APT_PACKAGES = ("python3", "python3-venv", "ca-certificates", "curl", "iproute2", "procps")
@@ -64,34 +57,6 @@ Progress = Callable[[str], None]
 
 class BuildError(Exception):
     """A step of the build failed; the message is the one line to show."""
-
-
-def variant_contents(contents: ImageContents) -> ImageContents:
-    """What the CPU variant holds, as a declaration the guard can hold it to.
-
-    The same Ray, verl and engine releases; the suite's CPython; no CUDA (no torch, so no driver
-    floor), attention by torch's own `sdpa` (flash-attn is a CUDA extension); grpo-infra."""
-    return contents.model_copy(
-        update={
-            "python": SUITE_PYTHON,
-            "cuda": None,
-            "attention": "sdpa",
-            "efa": False,
-            "nccl_tests": False,
-            "grpo_infra": True,
-        }
-    )
-
-
-def variant_env(env: Environment) -> Environment:
-    """The stack with its image declared as the CPU variant (what the guard in the local cluster checks)."""
-    image = env.image.model_copy(update={"contents": variant_contents(env.image.contents)})
-    return env.model_copy(update={"image": image})
-
-
-def variant_guard_args(env: Environment) -> list[str]:
-    """The guard's arguments for the CPU variant (its own Python, no CUDA, grpo-infra importable)."""
-    return guard_args(variant_env(env), grpo_infra=True)
 
 
 @dataclass(frozen=True)

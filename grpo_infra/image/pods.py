@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec import Environment
-from . import guard_args, guard_program, image_reference
+from . import guard_program, image_reference
+from .variant import runtime_guard_args
 
 CONTAINER_NAME = "image-guard"
 # Reads package metadata and a few files: a fraction of a core, well under a GiB.
@@ -20,11 +21,12 @@ MEMORY = "512Mi"
 
 
 def image_guard_container(env: Environment) -> dict[str, Any]:
-    """The init container: the job's image, the guard's program and the stack's declared contents."""
+    """The init container: the job's image, the guard's program and the stack's declared contents
+    (the CPU variant's, with `image.variant: cpu`)."""
     return {
         "name": CONTAINER_NAME,
         "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-c", guard_program(), *guard_args(env)],
+        "command": ["python3", "-c", guard_program(), *runtime_guard_args(env)],
         "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
     }

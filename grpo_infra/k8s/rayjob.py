@@ -9,8 +9,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .. import debug, verl
+from .. import debug, training
 from ..image import image_reference
+from ..image.variant import runtime_contents
 from ..lifecycle.resume import guarded
 from ..preflight.gate import gate_command
 from ..spec import Environment
@@ -72,11 +73,11 @@ def entrypoint(env: Environment, gate: bool = True) -> str:
     guard = debug.debugpy_guard(env)
     world = world_size_guard(env)
     if fabric is None and guard is None and world is None:
-        return verl.shell_command(env)
+        return training.shell_command(env)
     steps = [guard] if guard else []
     steps += [f"{PYTHONPATH_PREFIX} {fabric}"] if fabric else []
     steps += [world] if world else []
-    script = " && ".join([*steps, resume_guard(env, verl.shell_command(env))])
+    script = " && ".join([*steps, resume_guard(env, training.shell_command(env))])
     return shlex.join(["sh", "-c", script])
 
 
@@ -91,7 +92,7 @@ def resume_guard(env: Environment, training: str) -> str:
     """
     if env.job.checkpoint.resume != "auto":
         return training
-    if env.image.contents.grpo_infra:
+    if runtime_contents(env).grpo_infra:
         return guarded(env.job.checkpoint.dir, training)
     return f"{{ echo {shlex.quote(UNGUARDED_WARNING)} >&2; {training}; }}"
 

@@ -2,7 +2,7 @@
 each from the rule the Slurm and Kubernetes targets already use.
 
 - the Ray node lifecycle (ports, address and NCCL/Gloo interfaces, `ray start` options, readiness
-  barrier, stop): `grpo_infra.lifecycle.library`, the same text the sbatch embeds;
+  barrier, stop): `grpo_infra.lifecycle.ray_node.library`, the same text the sbatch embeds;
 - environment: `fabric.nccl_env` for the pool, the spec's `job.env`, `debug.debug_env`;
 - entrypoint: `preflight.gate.gate_command` (the gate the RayJob runs) and `verl.shell_command`.
 """
@@ -16,7 +16,7 @@ import yaml
 
 from .. import debug, verl
 from ..fabric import nccl_env
-from ..lifecycle import library, shell_templates
+from ..lifecycle.ray_node import library, shell_templates
 from ..preflight.gate import gate_command
 from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, single_quoted
 from ..spec import Environment

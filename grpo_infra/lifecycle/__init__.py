@@ -1,85 +1,14 @@
 """The Ray node lifecycle of a job, written once for every launch path (docs/architecture.md).
 
-`library(ports)` renders one bash library (`ray_node.sh.j2`): the run's port block, the node's address and
+`ray_node.library(ports)` renders one bash library (`ray_node.sh.j2`): the run's port block, the node's address and
 its NCCL/Gloo interfaces, `ray start` with every port inside the block, the readiness barrier's program,
 the stop of exactly this job's Ray on a node (the GCS last, as `ray stop` orders it), and the last
 checkpointed step. The sbatch (slurm/grpo.sbatch.j2) and every launcher's node scripts
 (grpo_infra/launchers/templates) embed the same text and call its functions; none of them has a copy.
 """
 
-from __future__ import annotations
+# Nothing else here: `python3 -m grpo_infra.lifecycle.resume` imports this package inside the job's
+# image, which holds grpo-infra without its dependencies (the renderer is `ray_node`).
 
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any
-
-import jinja2
-
-from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
-from ..spec.slurm import PortRange
-
-HERE = Path(__file__).parent
-READY_PROGRAM = HERE / "ray_ready.py"
 # verl's checkpoint tracker: the last saved step (verl/trainer/ppo/ray_trainer.py, _save_checkpoint, 0.9.1).
 CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
-
-
-@cache
-def shell_templates(directory: Path) -> jinja2.Environment:
-    """Jinja2 over a folder of shell-script templates: strict, unescaped, and with a comment marker
-    that does not collide with bash (the Slurm templates, the launchers' scripts and this library share it)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-        # `${#array[@]}` is everyday bash; Jinja's default `{#` comment marker would swallow it.
-        comment_start_string="{##",
-        comment_end_string="##}",
-    )
-
-
-@dataclass(frozen=True)
-class PortVar:
-    """One shell variable of the port block: `GRPO_RAY_<NAME>_PORT=$(( base + offset ))`."""
-
-    name: str
-    offset: int
-
-
-def port_vars() -> list[PortVar]:
-    """The port block's shell variables, from the one rule in grpo_infra/ports.py."""
-    fixed = [PortVar(f"GRPO_RAY_{name.upper()}_PORT", offset) for name, offset in FIXED_OFFSETS.items()]
-    return [
-        *fixed,
-        PortVar("GRPO_RAY_MIN_WORKER_PORT", WORKER_OFFSET),
-        PortVar("GRPO_RAY_MAX_WORKER_PORT", BLOCK_SIZE - 1),
-    ]
-
-
-# Seconds the readiness barrier waits for every node and GPU by default; GRPO_RAY_READY_TIMEOUT overrides it.
-DEFAULT_READY_TIMEOUT_S = 300
-
-
-def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[str]) -> str:
-    """The lifecycle's bash functions for a stack whose Ray uses `ports`.
-
-    `dashboard_default` is GRPO_RAY_DASHBOARD's default (the sbatch trains without the dashboard; the
-    launchers submit through the Jobs API, which the dashboard serves); `debug_start_args` are
-    `job.debug`'s extra `ray start` options (grpo_infra/debug.py)."""
-    context: dict[str, Any] = {
-        "port_start": ports.start,
-        "port_end": ports.end,
-        "port_blocks": block_count(ports.start, ports.end),
-        "block_size": BLOCK_SIZE,
-        "port_vars": port_vars(),
-        "dashboard_default": dashboard_default,
-        "debug_start_args": debug_start_args,
-        "ready_program": READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
-        "tracker": CHECKPOINT_TRACKER,
-        "ready_timeout": DEFAULT_READY_TIMEOUT_S,
-    }
-    return shell_templates(HERE).get_template("ray_node.sh.j2").render(**context).rstrip("\n")

@@ -33,7 +33,7 @@ def probe_command(checkpoint_dir: Path | str, *, steps: int = 3, step_seconds: f
         [
             sys.executable,
             "-m",
-            "grpo_infra.sandbox.probe",
+            "grpo_infra.probe",
             "--checkpoint-dir",
             str(checkpoint_dir),
             "--steps",

@@ -18,7 +18,7 @@ from .. import debug, verl
 from ..deadline import EXPIRATION_VARIABLE
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
-from ..lifecycle import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, PortVar, library, port_vars
+from ..lifecycle.ray_node import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, PortVar, library, port_vars
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS

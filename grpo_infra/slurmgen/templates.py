@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..lifecycle import shell_templates
+from ..lifecycle.ray_node import shell_templates
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "slurm"
 

@@ -103,6 +103,11 @@ class Image(SpecModel):
     build: ImageBuild | None = None
     """Render a Dockerfile that installs `contents`; absent: the image at `ref` is prebuilt."""
     contents: ImageContents
+    variant: Literal["production", "cpu"] = "production"
+    """What the stack's nodes run: `production`, the image `contents` declares; `cpu`, the CPU variant
+    `grpo-infra image build` makes from these contents for nodes without GPUs (the local cluster:
+    its suite's Python, no CUDA, `sdpa`, grpo-infra; grpo_infra/image/variant.py), which the pods'
+    image guard then holds them to. `check` refuses `cpu` on a pool with real GPUs."""
 
     @property
     def pinned_ref(self) -> str | None:

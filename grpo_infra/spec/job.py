@@ -258,6 +258,20 @@ class SecretRef(SpecModel):
     )
 
 
+class Probe(SpecModel):
+    """Run the probe (grpo_infra/probe.py) in verl's place, for clusters whose GPUs are placeholders.
+
+    verl needs CUDA; the local cluster's nodes have none. The probe proves what the stack is responsible
+    for: Ray sees every node of the gang with its GPUs, one bundle per node (STRICT_SPREAD) runs a task
+    every step, and numbered steps in verl's checkpoint layout land in `job.checkpoint.dir`, so a retried
+    or requeued gang resumes after the last one (and the resume rule holds it to advancing)."""
+
+    steps: PositiveInt = 3
+    """Total steps of the run (verl's `total_training_steps` in the probe's terms)."""
+    step_seconds: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    """How long each step takes: long enough to lose a node mid-run in a drill."""
+
+
 # What the Kubernetes stack runs the gang as (docs/kubernetes.md, "Which kind"): a RayJob that runs verl once
 # and ends, a RayCluster that stays up for `grpo-infra submit`, or a RayCronJob that starts a RayJob on a
 # schedule. Slurm runs the batch path only.
@@ -309,6 +323,8 @@ class Job(SpecModel):
     """Environment variables taken from Pulumi secrets of this stack."""
     preflight: Preflight = Field(default_factory=Preflight)
     debug: Debug = Field(default_factory=Debug)
+    probe: Probe | None = None
+    """The probe instead of verl (Kubernetes stacks whose GPUs are placeholders; docs/local-kubernetes.md)."""
 
     @field_validator("name")
     @classmethod

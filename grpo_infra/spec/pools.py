@@ -24,6 +24,12 @@ LabelValue = Annotated[str, StringConstraints(pattern=r"^([A-Za-z0-9]([-A-Za-z0-
 GresType = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=32)]
 
 
+# The model name of GPUs that are only advertised, with no CUDA device behind them (the local clusters:
+# the Slurm sandbox's device files, the local Kubernetes nodes' device plugin). The CPU image variant
+# and the probe are for these (grpo_infra/check/stand_in_rules.py).
+PLACEHOLDER_GPU = "placeholder"
+
+
 class Gpu(SpecModel):
     """The accelerator of a pool."""
 

@@ -24,3 +24,15 @@ def variant(stack: str, *changes: Any) -> Environment:
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
+
+
+def without_stand_ins(raw: dict[str, Any]) -> None:
+    """The job as a GPU cluster runs it: verl behind the fabric gate. The local stack swaps in the probe and
+    turns the gate off for its CPU image; the rules for verl's command and the gate still hold for it."""
+    raw["job"].pop("probe", None)
+    raw["job"].get("preflight", {}).get("nccl", {}).pop("enabled", None)
+
+
+def verl_job(stack: str) -> Environment:
+    """`stack` running verl behind its gate (`without_stand_ins`)."""
+    return variant(stack, without_stand_ins)

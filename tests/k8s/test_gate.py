@@ -33,7 +33,7 @@ from grpo_infra.spec import Environment
 from grpo_infra.validate import validate_objects
 from tests.conftest import ROOT
 
-from .conftest import K8S_STACKS, by_kind, env_of, variant
+from .conftest import K8S_STACKS, by_kind, env_of, variant, verl_job
 from .entrypoints import unguarded
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -60,7 +60,7 @@ def _script(env: Environment) -> str:
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_the_gate_code_ships_as_a_configmap_in_the_tenant_namespace(stack: str) -> None:
-    env = env_of(stack)
+    env = verl_job(stack)
     maps = by_kind(objects(env), "ConfigMap")
     assert len(maps) == 1
     code = maps[0]
@@ -89,7 +89,7 @@ def test_the_configmap_stays_under_one_mebibyte_and_renders_identically() -> Non
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_only_the_head_mounts_the_code_read_only(stack: str) -> None:
-    env = env_of(stack)
+    env = verl_job(stack)
     job = ray_job(env)
     code = gate_config_map(env)
     assert code is not None
@@ -126,7 +126,7 @@ def test_every_kubernetes_stack_has_a_hand_written_gate_expectation() -> None:
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) -> None:
-    env = env_of(stack)
+    env = verl_job(stack)
     gate, _, training = _script(env).partition(" && ")
     assert shlex.split(gate) == [PYTHONPATH_PREFIX, "python3", "-m", MODULE, *GATE_ARGV[stack].split()]
     assert shlex.split(gate)[0] == "PYTHONPATH=/opt/grpo-infra${PYTHONPATH:+:$PYTHONPATH}"
@@ -194,7 +194,7 @@ def _graph(stack: str) -> Graph:
     return record(stack, ROOT)
 
 
-@pytest.mark.parametrize("stack", K8S_STACKS)
+@pytest.mark.parametrize("stack", [s for s in K8S_STACKS if env_of(s).job.preflight.nccl.enabled])
 def test_pulumi_registers_the_configmap_inside_the_rayjob_component(stack: str) -> None:
     env = env_of(stack)
     g = _graph(stack)

@@ -23,7 +23,7 @@ from grpo_infra.spec import Environment, SpecError, load_stack
 from grpo_infra.validate import validate_objects
 from tests.conftest import ROOT
 
-from .conftest import K8S_STACKS, by_kind, env_of, variant
+from .conftest import K8S_STACKS, by_kind, env_of, variant, verl_job, without_stand_ins
 
 
 def as_kind(kind: str, **cluster: Any) -> Any:
@@ -46,9 +46,9 @@ def _head(spec: dict[str, Any]) -> dict[str, Any]:
 def test_every_kind_carries_the_one_builders_ray_cluster(stack: str) -> None:
     """No second copy: the RayCluster's spec is the RayJob's `rayClusterSpec` plus `suspend` and the gate's
     container beside the head; the RayCronJob's template is the RayJob's spec itself."""
-    job = render.ray_job(env_of(stack))
-    cluster = render.ray_cluster(variant(stack, as_kind("raycluster")))
-    cron = render.ray_cron_job(variant(stack, as_kind("raycronjob")))
+    job = render.ray_job(verl_job(stack))
+    cluster = render.ray_cluster(variant(stack, without_stand_ins, as_kind("raycluster")))
+    cron = render.ray_cron_job(variant(stack, without_stand_ins, as_kind("raycronjob")))
     expected = copy.deepcopy(job["spec"]["rayClusterSpec"])
     got = copy.deepcopy(cluster["spec"])
     assert got.pop("suspend") is True
@@ -57,7 +57,7 @@ def test_every_kind_carries_the_one_builders_ray_cluster(stack: str) -> None:
     containers.pop()
     assert got == expected
     template = cron["spec"]["jobTemplate"]
-    resumed = variant(stack, lambda raw: raw["job"]["checkpoint"].update(resume="disable"))
+    resumed = variant(stack, without_stand_ins, lambda raw: raw["job"]["checkpoint"].update(resume="disable"))
     assert template == ray_job_spec(resumed)
 
 

@@ -19,7 +19,7 @@ from grpo_infra.nodepools.gke import head_node_pool_args, node_pool_args
 from grpo_infra.spec import Environment
 from grpo_infra.validate.core import core_errors
 
-from .conftest import K8S_STACKS, by_kind, env_of, variant
+from .conftest import K8S_STACKS, by_kind, env_of, variant, verl_job
 
 JOB_LABEL = "grpo-infra/job"
 
@@ -205,7 +205,7 @@ CHECKPOINT_DIRS = {
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_every_attempt_resumes_from_the_same_checkpoint_volume(stack: str) -> None:
     """The entrypoint is fixed in the RayJob, so every new Ray cluster runs verl with the same resume keys."""
-    env = env_of(stack)
+    env = verl_job(stack)
     job = render.ray_job(env)
     entrypoint = job["spec"]["entrypoint"]
     directory = CHECKPOINT_DIRS[stack]

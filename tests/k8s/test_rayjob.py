@@ -15,13 +15,13 @@ from grpo_infra.k8s.placement import parse_quantity
 from grpo_infra.k8s.queues import cluster_queues
 from tests.conftest import ROOT
 
-from .conftest import K8S_STACKS, by_kind, env_of, variant
+from .conftest import K8S_STACKS, by_kind, env_of, variant, verl_job
 from .entrypoints import verl_argv
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_entrypoint_ends_in_verls_command_from_verl_py(stack: str) -> None:
-    env = env_of(stack)
+    env = verl_job(stack)
     job = ray_job(env)
     argv = verl_argv(job["spec"]["entrypoint"])
     assert argv == shlex.split(verl.shell_command(env))
@@ -31,11 +31,11 @@ def test_entrypoint_ends_in_verls_command_from_verl_py(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_trainer_shape_equals_the_worker_groups(stack: str) -> None:
-    job = ray_job(env_of(stack))
+    job = ray_job(verl_job(stack))
     overrides = dict(a.split("=", 1) for a in verl_argv(job["spec"]["entrypoint"])[3:])
     groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     pods = sum(g["replicas"] * g["numOfHosts"] for g in groups)
-    gpu = env_of(stack).gang.pool.gpu.resource
+    gpu = verl_job(stack).gang.pool.gpu.resource
     per_pod = {int(g["template"]["spec"]["containers"][0]["resources"]["limits"][gpu]) for g in groups}
     assert int(overrides["trainer.nnodes"]) == pods
     assert per_pod == {int(overrides["trainer.n_gpus_per_node"])}

@@ -41,11 +41,9 @@ STEPS = 3
 TENANT = ENV.job.tenant
 
 
-# The probe's file run as a script: `-m grpo_infra.sandbox.probe` would import the sandbox package, whose
+# The probe's file run as a script: `-m grpo_infra.probe` would import the sandbox package, whose
 # cluster module needs the spec's dependencies (python-hostlist), which the CPU image does not hold.
-RUN_PROBE = (
-    "import runpy, grpo_infra; runpy.run_path(grpo_infra.__path__[0] + '/sandbox/probe.py', run_name='__main__')"
-)
+RUN_PROBE = "import runpy, grpo_infra; runpy.run_path(grpo_infra.__path__[0] + '/probe.py', run_name='__main__')"
 
 
 def probe_entrypoint() -> str:

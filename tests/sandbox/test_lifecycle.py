@@ -62,7 +62,7 @@ def test_every_port_a_running_jobs_ray_listens_on_is_in_its_block(local_sandbox:
 
 def _probe(steps: int) -> str:
     """The probe training to `steps` in the job's own checkpoint directory (where the sbatch looks)."""
-    probe = [sys.executable, "-m", "grpo_infra.sandbox.probe", "--steps", str(steps)]
+    probe = [sys.executable, "-m", "grpo_infra.probe", "--steps", str(steps)]
     return shlex.join(probe) + ' --checkpoint-dir "$GRPO_CHECKPOINT_DIR"'
 
 

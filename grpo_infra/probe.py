@@ -1,6 +1,9 @@
-"""A tiny stand-in for the verl trainer that proves the gang Ray cluster the sbatch formed.
+"""A tiny stand-in for the verl trainer that proves the gang Ray cluster a scheduler formed.
 
-Run as the job's entrypoint (`GRPO_ENTRYPOINT="python -m grpo_infra.sandbox.probe ..."`). It checks
+Run as the job's entrypoint where the GPUs are placeholders and verl cannot run: the Slurm
+sandbox's (`GRPO_ENTRYPOINT="python -m grpo_infra.probe ..."`), and a Kubernetes stack's RayJob or
+`grpo-infra submit` when the stack sets `job.probe` (the local cluster's CPU image). It imports
+nothing of this project but itself, so any image with Ray and grpo-infra runs it. It checks
 that Ray sees every node of the allocation with its GPUs, places one bundle per node with
 STRICT_SPREAD, runs a task in each bundle every step, and writes numbered checkpoint steps in
 verl's layout (`global_step_<k>/`, `latest_checkpointed_iteration.txt`) so that a requeued run

@@ -1,0 +1,82 @@
+"""`library(ports)`: the bash library of ray_node.sh.j2, rendered for a run's port block.
+
+Rendering needs Jinja2 and the spec; the package's own `__init__` does not, because the resume rule
+(`python3 -m grpo_infra.lifecycle.resume`) runs inside job images that hold grpo-infra without its
+dependencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
+from ..spec.slurm import PortRange
+from . import CHECKPOINT_TRACKER
+
+HERE = Path(__file__).parent
+READY_PROGRAM = HERE / "ray_ready.py"
+
+
+@cache
+def shell_templates(directory: Path) -> jinja2.Environment:
+    """Jinja2 over a folder of shell-script templates: strict, unescaped, and with a comment marker
+    that does not collide with bash (the Slurm templates, the launchers' scripts and this library share it)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        # `${#array[@]}` is everyday bash; Jinja's default `{#` comment marker would swallow it.
+        comment_start_string="{##",
+        comment_end_string="##}",
+    )
+
+
+@dataclass(frozen=True)
+class PortVar:
+    """One shell variable of the port block: `GRPO_RAY_<NAME>_PORT=$(( base + offset ))`."""
+
+    name: str
+    offset: int
+
+
+def port_vars() -> list[PortVar]:
+    """The port block's shell variables, from the one rule in grpo_infra/ports.py."""
+    fixed = [PortVar(f"GRPO_RAY_{name.upper()}_PORT", offset) for name, offset in FIXED_OFFSETS.items()]
+    return [
+        *fixed,
+        PortVar("GRPO_RAY_MIN_WORKER_PORT", WORKER_OFFSET),
+        PortVar("GRPO_RAY_MAX_WORKER_PORT", BLOCK_SIZE - 1),
+    ]
+
+
+# Seconds the readiness barrier waits for every node and GPU by default; GRPO_RAY_READY_TIMEOUT overrides it.
+DEFAULT_READY_TIMEOUT_S = 300
+
+
+def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[str]) -> str:
+    """The lifecycle's bash functions for a stack whose Ray uses `ports`.
+
+    `dashboard_default` is GRPO_RAY_DASHBOARD's default (the sbatch trains without the dashboard; the
+    launchers submit through the Jobs API, which the dashboard serves); `debug_start_args` are
+    `job.debug`'s extra `ray start` options (grpo_infra/debug.py)."""
+    context: dict[str, Any] = {
+        "port_start": ports.start,
+        "port_end": ports.end,
+        "port_blocks": block_count(ports.start, ports.end),
+        "block_size": BLOCK_SIZE,
+        "port_vars": port_vars(),
+        "dashboard_default": dashboard_default,
+        "debug_start_args": debug_start_args,
+        "ready_program": READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
+        "tracker": CHECKPOINT_TRACKER,
+        "ready_timeout": DEFAULT_READY_TIMEOUT_S,
+    }
+    return shell_templates(HERE).get_template("ray_node.sh.j2").render(**context).rstrip("\n")
