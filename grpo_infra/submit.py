@@ -144,6 +144,26 @@ def job_status(address: str, token: str | None, sid: str) -> str:
     return str(_request(address, token, "GET", f"/api/jobs/{sid}")["status"])
 
 
+FINAL_STATUS = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+
+
+def wait_for_end(address: str, token: str | None, sid: str, timeout: float, poll: float = 2.0) -> str:
+    """Until the submission ends (Ray's final job states, ray.job_submission.JobStatus.is_terminal); its status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = job_status(address, token, sid)
+        if status in FINAL_STATUS:
+            return status
+        if time.monotonic() > deadline:
+            raise SubmitRefused(f"submission {sid} still {status} after {timeout:.0f}s")
+        time.sleep(poll)
+
+
+def job_logs(address: str, token: str | None, sid: str) -> str:
+    """The driver's whole log (`GET /api/jobs/<id>/logs`)."""
+    return str((_request(address, token, "GET", f"/api/jobs/{sid}/logs") or {}).get("logs", ""))
+
+
 def follow_commands(env: Environment, sid: str, service: str) -> list[str]:
     """How to follow the submission's logs, as the tenant can (its token read from the one Secret it may read)."""
     ns = env.job.tenant
@@ -155,4 +175,14 @@ def follow_commands(env: Environment, sid: str, service: str) -> list[str]:
     ]
 
 
-__all__ = ["Submission", "SubmitRefused", "follow_commands", "head_pod_selector", "job_status", "refusal", "submit"]
+__all__ = [
+    "Submission",
+    "SubmitRefused",
+    "follow_commands",
+    "head_pod_selector",
+    "job_logs",
+    "job_status",
+    "refusal",
+    "submit",
+    "wait_for_end",
+]

@@ -4,18 +4,30 @@ or, with PULUMI_BACKEND_URL set, the cluster KUBECONFIG names."""
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .. import engine
+from .. import engine, job_wait, probe_report
 from ..kube import cluster
 from ..kube.plan import KubeError
+from ..spec import Environment
 from .common import RootOption, console, fail, load, project_root
 
 StackArgument = Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.", show_default=False)]
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="After `up`, follow the stack's RayJob until the run ends: its states, its final status (exit 1 "
+        "unless SUCCEEDED) and, for `job.probe`, where every rank ran.",
+    ),
+]
 
 
 def _settings(stack: str) -> engine.Settings:
@@ -58,13 +70,54 @@ def _echo(line: str) -> None:
     typer.echo(line.rstrip("\n"))
 
 
-def up(stack: StackArgument, root: RootOption = None) -> None:
+def up(stack: StackArgument, root: RootOption = None, wait: WaitOption = False) -> None:
     """`pulumi up` of STACK: create or update everything it declares."""
+    env = load(stack, root).environment
+    if wait and env.job.kind != "rayjob":
+        fail(f'--wait follows a RayJob; stack {stack} runs a {env.job.kind} (docs/kubernetes.md, "Which kind")')
     try:
         result = engine.up(_stack(stack, root), on_output=_echo)
     except engine.EngineError as exc:
         fail(str(exc), code=1)
     console.print(f"up: {result.summary.resource_changes}", highlight=False)
+    if wait:
+        _follow(stack, env)
+
+
+def _kubectl(stack: str) -> job_wait.Kubectl:
+    """kubectl against the cluster `up` deployed to: the local cluster's, else the one KUBECONFIG names."""
+    local = cluster.Paths(cluster.ROOT)
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if local.kubeconfig.is_file() and (kubeconfig is None or Path(kubeconfig) == local.kubeconfig):
+        return functools.partial(cluster.kubectl, local)
+    binary = shutil.which("kubectl")
+    if binary is None:
+        fail("--wait needs kubectl on PATH for a cluster other than the local one")
+
+    def run(*args: str, check: bool = True, timeout: float = 60) -> str:
+        done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise job_wait.WaitError(f"kubectl {' '.join(args[:3])}: {done.stderr.strip()}")
+        return done.stdout
+
+    return run
+
+
+def _follow(stack: str, env: Environment) -> None:
+    """The run after `up`: its states, its end, and where the probe placed every rank."""
+    try:
+        outcome = job_wait.wait(env, _kubectl(stack), lambda line: console.print(line, highlight=False))
+    except (job_wait.WaitError, KubeError) as exc:
+        fail(str(exc), code=1)
+    title = f"rayjob {env.job.tenant}/{env.job.name} {outcome.status}"
+    if probe_report.events(outcome.log):
+        console.print(probe_report.placement_table(f"{title}: where every rank ran", outcome.log, "pod", outcome.hosts))
+    else:
+        console.print(title, highlight=False)
+    if not outcome.succeeded:
+        message = outcome.job.get("status", {}).get("message") or ""
+        tail = "\n".join(outcome.log.rstrip().splitlines()[-20:])
+        fail(f"{title}{': ' + message if message else ''}\n{tail}", code=1)
 
 
 def preview(stack: StackArgument, root: RootOption = None) -> None:

@@ -14,12 +14,16 @@ from typing import Annotated, Any
 
 import typer
 
+from .. import probe_report
 from ..k8s.labels import ray_token_secret_name
 from ..k8s.raycluster import DASHBOARD_PORT, head_pod_selector
-from ..submit import SubmitRefused, follow_commands, refusal, submit
+from ..spec import Environment
+from ..submit import SubmitRefused, follow_commands, job_logs, refusal, submit, wait_for_end
 from ..submit import submission_id as new_submission_id
 from .common import CHECK_FAILED, RootOption, console, fail, load
 
+# How long `--wait` follows one submission: a day (a RayCluster's own lifetime bounds it too).
+WAIT_S = 24 * 3600
 _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+)")
 
 
@@ -77,6 +81,14 @@ def submit_command(
         ),
     ] = None,
     kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubectl's kubeconfig.")] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Follow the submission until it ends: its final status (exit 1 unless SUCCEEDED) and, for "
+            "`job.probe`, where every rank ran.",
+        ),
+    ] = False,
     root: RootOption = None,
 ) -> None:
     """Submit STACK's verl command to its running RayCluster: prints the submission id and how to follow it;
@@ -104,13 +116,35 @@ def submit_command(
     sid = new_submission_id(env)
     try:
         if address is not None:
-            sent = submit(env, address, token, sid)
+            _send(env, address, token, sid, service, wait, kubeconfig)
         else:
             with _port_forward(kubeconfig, ns, service) as forwarded:
-                sent = submit(env, forwarded, token, sid)
+                _send(env, forwarded, token, sid, service, wait, kubeconfig)
     except SubmitRefused as exc:
         fail(str(exc), CHECK_FAILED)
+
+
+def _send(
+    env: Environment, address: str, token: str | None, sid: str, service: str, wait: bool, kubeconfig: Path | None
+) -> None:
+    """Submit, say how to follow it, and with `wait` follow it to its end here."""
+    ns, name = env.job.tenant, env.job.name
+    sent = submit(env, address, token, sid)
     console.print(f"submitted {sent.submission_id} to RayCluster {ns}/{name} ({sent.status})", highlight=False)
     console.print("follow its logs:", highlight=False)
     for line in follow_commands(env, sent.submission_id, service):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
+    if not wait:
+        return
+    status = wait_for_end(address, token, sent.submission_id, timeout=WAIT_S)
+    log = job_logs(address, token, sent.submission_id)
+    title = f"submission {sent.submission_id} {status}"
+    if probe_report.events(log):
+        pods = _get(kubeconfig, "-n", ns, "pods", "-l", f"ray.io/cluster={name}") or {"items": []}
+        hosts = {p["metadata"]["name"]: p["spec"].get("nodeName", "?") for p in pods["items"]}
+        console.print(probe_report.placement_table(f"{title}: where every rank ran", log, "pod", hosts))
+    else:
+        console.print(title, highlight=False)
+    if status != "SUCCEEDED":
+        tail = "\n".join(log.rstrip().splitlines()[-20:])
+        fail(f"{title}\n{tail}", 1)

@@ -7,7 +7,6 @@ job's output file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -18,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import probe_report
 from .cluster import slurm_env
 from .plan import ROOT, SandboxError
 
@@ -125,7 +125,7 @@ def output(job_id: int, *, root: Path = ROOT) -> str:
 
 def probe_events(text: str) -> list[dict[str, Any]]:
     """The probe's events in a job's output, in order."""
-    return [json.loads(line[len("PROBE ") :]) for line in text.splitlines() if line.startswith("PROBE ")]
+    return probe_report.events(text)
 
 
 def ray_processes(namespaces: Iterable[str], marker: str = "ray") -> dict[str, list[str]]:

@@ -10,27 +10,14 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from .. import probe_report
 from . import jobs
 
 
 def placement_table(job_id: int) -> Table:
     info = jobs.job_info(job_id)
-    events = {e["event"]: e for e in jobs.probe_events(jobs.output(job_id))}
-    table = Table(title=f"job {job_id} ({info.get('JobState', '?')}) on {info.get('NodeList', '?')}")
-    for column in ("Slurm node", "address", "GPUs in Ray", "bundle (STRICT_SPREAD)", "task saw GPUs", "Ray node id"):
-        table.add_column(column)
-    ips = {n["ray_node_id"]: n for n in events.get("nodes", {}).get("nodes", [])}
-    for bundle in events.get("placement", {}).get("bundles", []):
-        node = ips.get(bundle["ray_node_id"], {})
-        table.add_row(
-            bundle["node"],
-            node.get("ip", "?"),
-            str(node.get("gpus", "?")),
-            str(bundle["bundle"]),
-            ",".join(sorted(map(str, bundle["gpu_ids"]), key=int)),
-            bundle["ray_node_id"][:12],
-        )
-    return table
+    title = f"job {job_id} ({info.get('JobState', '?')}) on {info.get('NodeList', '?')}"
+    return probe_report.placement_table(title, jobs.output(job_id), node_column="Slurm node")
 
 
 def main(argv: list[str]) -> int:

@@ -1,21 +1,21 @@
-"""The stack's job on real nodes: Kueue admits the gang, KubeRay makes the RayCluster, the head and the
-workers start in real containers (the stack's CPU image, loaded into every node) on the right nodes
-with the device plugin's GPUs, Ray sees every worker and every GPU, the submitter runs the Slurm
-sandbox's probe (placement of every rank, checkpointed steps on the nodes' shared host path), and the
-RayJob ends SUCCEEDED with the probe's own exit status.
+"""The stack's job on real nodes, run as the README runs it: `grpo-infra kube up` (here with the stack's CPU
+image built and loaded), `eval "$(grpo-infra kube env)"`, `grpo-infra up local-k8s --wait`, `grpo-infra
+destroy local-k8s`. Kueue admits the gang, KubeRay makes the RayCluster, the head and the workers start in
+real containers (the stack's CPU image: `image.variant: cpu`) on the right nodes with the device plugin's
+GPUs, the pods' image guard passes, Ray sees every worker and every GPU, the submitter runs the stack's
+own entrypoint (the world-size and resume rules around the probe, `job.probe`: placement of every rank,
+checkpointed steps on the nodes' shared host path), and the RayJob ends SUCCEEDED with the probe's
+own exit status. Nothing of the rendered objects is changed.
 
-Two things of the rendered RayJob are swapped, and only these: the entrypoint (verl and the fabric
-gate need GPUs and NCCL; the probe is what the Slurm sandbox runs in their place) and the image
-guard's arguments (the CPU variant declares its own Python and no CUDA,
-`grpo_infra.image.build.variant_guard_args`). Pods are sized from the pool, as rendered.
-
-Needs root, the real-node packages, the built kubelet and `grpo-infra image build local-k8s`."""
+Needs root, the real-node packages and the built kubelet; the image is built here (cached by content)."""
 
 from __future__ import annotations
 
 import json
-import shlex
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from grpo_infra.image.build import build, variant_guard_args
+from grpo_infra import probe_report
+from grpo_infra.image.build import build
 from grpo_infra.image.oci import OCIError
-from grpo_infra.image.pods import CONTAINER_NAME as GUARD
 from grpo_infra.k8s.raycluster import checkpoint_sub_path
 from grpo_infra.kube import cluster, images, realnodes
 from grpo_infra.kube.plan import CPU_NODE, Paths, pool_hosts
@@ -37,49 +37,20 @@ pytestmark = pytest.mark.cluster
 
 ENV = local_k8s()
 POOL = ENV.pools[0]
-STEPS = 3
+assert ENV.job.probe is not None, "the local stack runs the probe"
+STEPS = ENV.job.probe.steps
 TENANT = ENV.job.tenant
-
-
-# The probe's file run as a script: `-m grpo_infra.probe` would import the sandbox package, whose
-# cluster module needs the spec's dependencies (python-hostlist), which the CPU image does not hold.
-RUN_PROBE = "import runpy, grpo_infra; runpy.run_path(grpo_infra.__path__[0] + '/probe.py', run_name='__main__')"
-
-
-def probe_entrypoint() -> str:
-    """The sandbox's probe against the RayJob's cluster: the gang's nodes and GPUs, the head apart."""
-    return shlex.join(
-        [
-            "python3",
-            "-c",
-            RUN_PROBE,
-            "--address",
-            "auto",
-            "--nodes",
-            str(ENV.gang.nodes),
-            "--gpus-per-node",
-            str(POOL.gpu.per_node),
-            "--head-apart",
-            "--checkpoint-dir",
-            ENV.job.checkpoint.dir,
-            "--steps",
-            str(STEPS),
-            "--step-seconds",
-            "1",
-        ]
-    )
+CLI = str(Path(sys.executable).parent / "grpo-infra")
 
 
 def job_objects() -> list[dict[str, Any]]:
-    objects = stack_objects(ENV)
-    job = next(o for o in objects if o["kind"] == "RayJob")
-    job["spec"]["entrypoint"] = probe_entrypoint()
-    cluster_spec = job["spec"]["rayClusterSpec"]
-    for group in [cluster_spec["headGroupSpec"], *cluster_spec["workerGroupSpecs"]]:
-        for init in group["template"]["spec"]["initContainers"]:
-            if init["name"] == GUARD:
-                init["command"] = [*init["command"][:3], *variant_guard_args(ENV)]
-    return objects
+    """What `grpo-infra up local-k8s` creates (the rendered objects and the token Secret), unchanged."""
+    return stack_objects(ENV)
+
+
+def as_the_readme(command: str) -> list[str]:
+    """`command` in a shell that ran `eval "$(grpo-infra kube env)"` first, as the README says."""
+    return ["bash", "-c", f'eval "$({CLI} kube env)" && {command}']
 
 
 def host_paths() -> list[Path]:
@@ -120,20 +91,36 @@ def kube() -> Iterator[Paths]:
 
 
 def probe_events(log: str) -> list[dict[str, Any]]:
-    return [json.loads(line.split("PROBE ", 1)[1]) for line in log.splitlines() if "PROBE {" in line]
+    return probe_report.events(log)
 
 
 def ray_pods(paths: Paths) -> list[dict[str, Any]]:
     return [p for p in get(paths, "pods", "-n", TENANT)["items"] if "ray.io/node-type" in p["metadata"]["labels"]]
 
 
-def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Paths) -> None:
+def rayjob(paths: Paths) -> dict[str, Any]:
+    """The stack's RayJob, or {} while `pulumi up` has not made it yet."""
+    listed = get(paths, "rayjobs", "-n", TENANT)["items"] if namespace_exists(paths) else []
+    return next((j for j in listed if j["metadata"]["name"] == ENV.job.name), {})
+
+
+def namespace_exists(paths: Paths) -> bool:
+    return bool(cluster.kubectl(paths, "get", "namespace", TENANT, "--ignore-not-found", "-o", "name").strip())
+
+
+def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Paths, tmp_path: Path) -> None:
     created = time.time()
-    assert cluster.apply(kube, job_objects()) == []
+    # The passphrase comes with the local cluster (`kube env`), as for a user who set none.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    output = tmp_path / "up.log"
+    with output.open("w") as sink:
+        up = subprocess.Popen(
+            as_the_readme(f"{CLI} up local-k8s --wait"), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
     job = wait_until(
-        lambda: (j := get(kube, "rayjob", ENV.job.name, "-n", TENANT)).get("status", {}).get("rayClusterName") and j,
-        120,
-        "admitted by Kueue and a RayCluster made",
+        lambda: (j := rayjob(kube)).get("status", {}).get("rayClusterName") and j,
+        300,
+        "created by `grpo-infra up`, admitted by Kueue and a RayCluster made",
     )
     # Every Ray pod Running and Ready, in real containers, on the node the pool's rules pick.
     pods = wait_until(
@@ -170,8 +157,15 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
         600,
         "the RayJob finished",
     )
+    up.wait(timeout=300)
+    out = output.read_text()
+    print(out[-6000:])
     log = cluster.kubectl(kube, "logs", "-n", TENANT, f"job/{ENV.job.name}", timeout=60)
     assert final["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    assert up.returncode == 0, out[-3000:]
+    # `up --wait` ends with the probe's table: every worker pod with its rank.
+    assert f"rayjob {TENANT}/{ENV.job.name} SUCCEEDED: where every rank ran" in out
+    assert all(p["metadata"]["name"] in out and p["spec"]["nodeName"] in out for p in workers), out[-3000:]
     events = probe_events(log)
     by_kind = {e["event"]: e for e in events}
     # Ray saw every worker of the gang (the head apart) with every GPU the device plugin allocated.
@@ -202,3 +196,62 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
         "ended": final["status"].get("endTime"),
     }
     print("job timings", timings)
+    # `grpo-infra destroy local-k8s` removes everything `up` made.
+    destroy = subprocess.run(
+        as_the_readme(f"{CLI} destroy local-k8s"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert destroy.returncode == 0, (destroy.stdout + destroy.stderr)[-3000:]
+    left = cluster.kubectl(kube, "get", "rayjobs,rayclusters,pods,configmaps,secrets", "-n", TENANT, "-o", "name")
+    assert [x for x in left.split() if "kube-root-ca" not in x] == [], left
+
+
+def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths, tmp_path: Path) -> None:
+    """The stack file switched to `kind: raycluster`: one `grpo-infra up` gives a gang-admitted Ray cluster
+    on real pods, and `grpo-infra submit --wait` runs the stack's job on it to SUCCEEDED through the Jobs API
+    (the head Service port-forwarded, the tenant's token Secret read, as a user does)."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "stacks", project / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    stack_file = project / "stacks" / "Pulumi.local-k8s.yaml"
+    text = stack_file.read_text()
+    assert "      name: grpo-qwen25-05b\n" in text
+    stack_file.write_text(
+        text.replace("      name: grpo-qwen25-05b\n", "      name: grpo-qwen25-05b\n      kind: raycluster\n")
+    )
+    checkpoints = host_paths()[0]
+    for child in checkpoints.iterdir():  # the RayJob test's steps: this run must start from step 0
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+
+    def run(command: str, timeout: float) -> str:
+        done = subprocess.run(
+            as_the_readme(command), cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        assert done.returncode == 0, f"{command}: {(done.stdout + done.stderr)[-3000:]}"
+        return done.stdout
+
+    run(f"{CLI} up local-k8s --root {project}", 300)
+    try:
+        rc = wait_until(
+            lambda: (
+                (c := get(kube, "raycluster", ENV.job.name, "-n", TENANT)).get("status", {}).get("state") == "ready"
+                and c
+            ),
+            600,
+            "the RayCluster admitted whole and ready",
+        )
+        assert rc["status"].get("readyWorkerReplicas", 0) == ENV.gang.nodes
+        workers = [p for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+        assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
+        started = time.monotonic()
+        out = run(f"{CLI} submit local-k8s --root {project} --wait", 600)
+        print(out[-4000:])
+        print(f"submit --wait: {time.monotonic() - started:.0f}s")
+        assert "submitted grpo-qwen25-05b-" in out and "SUCCEEDED: where every rank ran" in out, out[-3000:]
+        assert all(p["metadata"]["name"] in out and p["spec"]["nodeName"] in out for p in workers), out[-3000:]
+        saved = checkpoints / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
+        assert saved.read_text().strip() == str(STEPS)
+        # The cluster stays up for the next submission: still Ready, still holding its gang.
+        assert get(kube, "raycluster", ENV.job.name, "-n", TENANT)["status"]["state"] == "ready"
+    finally:
+        run(f"{CLI} destroy local-k8s --root {project}", 600)
