@@ -1,10 +1,11 @@
 """`grpo-infra up STACK --wait`: after `pulumi up`, follow the stack's RayJob until the gang's run ends.
 
 `pulumi up` returns once the RayJob exists (suspended until Kueue admits the whole gang); whether the run
-then trains is KubeRay's status to read. This waits for a final `jobStatus` (ray-operator v1.6.2
-`apis/ray/v1/rayjob_types.go`: SUCCEEDED, FAILED, STOPPED) or a final deployment status (Complete,
-Failed), shows each change of state once, and returns the RayJob and its submitter's log, whose
-probe lines (`job.probe`) become the placement table.
+then trains is KubeRay's status to read. This waits for a terminal deployment status (ray-operator
+v1.6.2 `apis/ray/v1/rayjob_types.go` `IsJobDeploymentTerminal`: Complete, Failed). A `jobStatus` of
+FAILED alone is not the end: while failures are within `backoffLimit` KubeRay sets the deployment
+`Retrying` and starts a new Ray cluster. Each change of state is shown once; the RayJob and its
+submitter's log are returned, whose probe lines (`job.probe`) become the placement table.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from .spec import Environment
 
 Kubectl = Callable[..., str]
 Say = Callable[[str], None]
-FINAL_JOB_STATUS = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 FINAL_DEPLOYMENT = frozenset({"Complete", "Failed"})
 # Past the job's own deadline KubeRay fails the RayJob itself (activeDeadlineSeconds); without one, a day.
 NO_DEADLINE_WAIT_S = 24 * 3600
@@ -62,8 +62,7 @@ def _state(job: dict[str, Any]) -> str:
 
 
 def _ended(job: dict[str, Any]) -> bool:
-    status = job.get("status", {})
-    return status.get("jobStatus") in FINAL_JOB_STATUS or status.get("jobDeploymentStatus") in FINAL_DEPLOYMENT
+    return job.get("status", {}).get("jobDeploymentStatus") in FINAL_DEPLOYMENT
 
 
 def wait(env: Environment, kubectl: Kubectl, say: Say, timeout: float | None = None, poll: float = 2.0) -> Outcome:

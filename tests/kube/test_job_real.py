@@ -255,3 +255,106 @@ def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths,
         assert get(kube, "raycluster", ENV.job.name, "-n", TENANT)["status"]["state"] == "ready"
     finally:
         run(f"{CLI} destroy local-k8s --root {project}", 600)
+
+
+def node_ready(paths: Paths, node: str) -> str:
+    conditions = get(paths, "node", node)["status"].get("conditions", [])
+    return next((c["status"] for c in conditions if c["type"] == "Ready"), "?")
+
+
+def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_advances(
+    kube: Paths, tmp_path: Path
+) -> None:
+    """A GPU node of the running gang dies like a machine (kubelet, containerd and its containers at once).
+    Ray declares it dead, the probe's step fails, the attempt fails and KubeRay retries it as a new Ray
+    cluster — every pod new, none on the dead node once the runbook's out-of-service taint lets its pod go
+    (docs/kubernetes.md "When a node is lost") — and the new attempt resumes from the last checkpoint on
+    the nodes' shared path and advances to the last step: the step numbers are asserted, not the exit code."""
+    steps = 10
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "stacks", project / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    stack_file = project / "stacks" / "Pulumi.local-k8s.yaml"
+    text = stack_file.read_text()
+    for old, new in [
+        ("probe: {steps: 3, stepSeconds: 1}", f"probe: {{steps: {steps}, stepSeconds: 6}}"),
+        (
+            "rayJob: {headCpus: 1, headMemoryGib: 4}",
+            "rayJob: {headCpus: 1, headMemoryGib: 4, nodeLoss: {detectSeconds: 15}}",
+        ),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    stack_file.write_text(text)
+    checkpoints = host_paths()[0]
+    for child in checkpoints.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    tracker = checkpoints / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    output = tmp_path / "up.log"
+    with output.open("w") as sink:
+        up = subprocess.Popen(
+            as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
+            cwd=project,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: tracker.is_file() and int(tracker.read_text() or 0) >= 2, 600, "step 2 checkpointed")
+        first = rayjob(kube)["status"]["rayClusterName"]
+        old_workers = {
+            p["metadata"]["name"]: p["spec"]["nodeName"] for p in ray_pods(kube) if "worker" in p["metadata"]["name"]
+        }
+        victim = sorted(old_workers.values())[0]
+        killed_at_step = int(tracker.read_text())
+        lost = time.monotonic()
+        assert realnodes.kill_node(victim), f"nothing of {victim} to kill"
+        wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
+        not_ready = time.monotonic() - lost
+        # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
+        cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
+        wait_until(
+            lambda: rayjob(kube).get("status", {}).get("rayClusterName") not in (None, "", first),
+            600,
+            "a new Ray cluster",
+        )
+        retried = time.monotonic() - lost
+        new = wait_until(
+            lambda: (
+                (ws := [p for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"])
+                and len(ws) == ENV.gang.nodes
+                and all(p["metadata"]["labels"].get("ray.io/cluster") != first for p in ws)
+                and all(p["spec"].get("nodeName") for p in ws)
+                and ws
+            ),
+            600,
+            "the whole new gang scheduled",
+        )
+        assert not set(old_workers) & {p["metadata"]["name"] for p in new}, "every pod of the gang is new"
+        assert victim not in {p["spec"]["nodeName"] for p in new}
+        assert len({p["spec"]["nodeName"] for p in new}) == ENV.gang.nodes
+        up.wait(timeout=900)
+        out = output.read_text()
+        print(out[-5000:])
+        assert up.returncode == 0, out[-3000:]
+        final = rayjob(kube)
+        assert final["status"]["jobStatus"] == "SUCCEEDED" and final["status"].get("failed", 0) == 1, final["status"]
+        log = cluster.kubectl(kube, "logs", "-n", TENANT, f"job/{ENV.job.name}", timeout=60)
+        events = probe_events(log)
+        resumed = next(e for e in events if e["event"] in ("resume", "start"))
+        assert resumed["event"] == "resume" and resumed["from_step"] >= killed_at_step, resumed
+        saved = [e["step"] for e in events if e["event"] == "checkpoint"]
+        assert saved and saved[0] == resumed["from_step"] + 1, saved
+        assert int(tracker.read_text()) == steps, "the resumed attempt advanced to the last step"
+        print(
+            f"node loss: {victim} killed at step {killed_at_step}; NotReady after {not_ready:.0f}s; "
+            f"new Ray cluster after {retried:.0f}s; resumed from step {resumed['from_step']}; "
+            f"SUCCEEDED {time.monotonic() - lost:.0f}s after the loss"
+        )
+    finally:
+        if up.poll() is None:
+            up.kill()
+        subprocess.run(
+            as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
+        )
