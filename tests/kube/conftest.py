@@ -55,21 +55,33 @@ def require_real_nodes() -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(env: Environment, nodes: str = "fake", archives: list[Path] | None = None) -> Iterator[Paths]:
+def local_cluster(
+    env: Environment, nodes: str = "fake", archives: list[Path] | None = None, locked: bool = False
+) -> Iterator[Paths]:
     """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
     machine for as long as the block runs, and removed after it. `nodes="fake"` (KWOK) for the
     admission tests, which need nodes larger than this machine; `"real"` for kubelets and containers."""
     require_binaries()
     if nodes == "real":
         require_real_nodes()
-    LOCK.touch(exist_ok=True)
-    with LOCK.open() as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with contextlib.ExitStack() as stack:
+        if not locked:
+            stack.enter_context(machine_lock())
         try:
             cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives)
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()
+
+
+@contextlib.contextmanager
+def machine_lock() -> Iterator[None]:
+    """The one local cluster of this machine, and the host paths its nodes share, held by this block alone
+    (another checkout's tests wait here rather than tear it down or clear its files)."""
+    LOCK.touch(exist_ok=True)
+    with LOCK.open() as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="module")

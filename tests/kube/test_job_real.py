@@ -31,7 +31,7 @@ from grpo_infra.kube import cluster, images, realnodes
 from grpo_infra.kube.plan import CPU_NODE, Paths, pool_hosts
 from tests.conftest import unavailable
 
-from .conftest import ROOT, get, local_cluster, local_k8s, stack_objects, wait_until
+from .conftest import ROOT, get, local_cluster, local_k8s, machine_lock, stack_objects, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -73,21 +73,22 @@ def kube() -> Iterator[Paths]:
         archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
     except OCIError as exc:
         unavailable(str(exc))
-    made = [p for p in host_paths() if not p.exists()]
-    checkpoints = host_paths()[0]
-    if checkpoints.exists() and any(checkpoints.iterdir()):
-        pytest.fail(f"{checkpoints} holds files of another run: remove them first")
-    for path in made:
-        path.mkdir(parents=True)
-    try:
-        with local_cluster(ENV, nodes="real", archives=archives) as paths:
-            yield paths
-    finally:
+    with machine_lock():  # the host paths are the machine's: another checkout's job may be using them
+        made = [p for p in host_paths() if not p.exists()]
+        checkpoints = host_paths()[0]
+        if checkpoints.exists() and any(checkpoints.iterdir()):
+            pytest.fail(f"{checkpoints} holds files of another run: remove them first")
         for path in made:
-            shutil.rmtree(path, ignore_errors=True)
-        if checkpoints.exists():
-            for child in checkpoints.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            path.mkdir(parents=True)
+        try:
+            with local_cluster(ENV, nodes="real", archives=archives, locked=True) as paths:
+                yield paths
+        finally:
+            for path in made:
+                shutil.rmtree(path, ignore_errors=True)
+            if checkpoints.exists():
+                for child in checkpoints.iterdir():
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def probe_events(log: str) -> list[dict[str, Any]]:
