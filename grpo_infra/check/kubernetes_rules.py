@@ -59,6 +59,7 @@ def kubernetes_violations(env: Environment) -> list[Violation]:
     out += _host_ports(env)
     out += _capacity_block_walltime(env)
     out += _gke_driver(env)
+    out += _eks_driver(env)
     return out
 
 
@@ -483,6 +484,28 @@ def _device_host_paths(env: Environment, job: dict[str, Any]) -> list[Violation]
                         "pool's device plugin (`fabric.resource`); drop the hostPath",
                     )
                 )
+    return out
+
+
+def _eks_driver(env: Environment) -> list[Violation]:
+    """An EKS pool pinned to an AMI release whose NVIDIA driver is older than the image's CUDA needs
+    (`grpo_infra.image.driver.EKS_AMI_MIN_RELEASE`): every worker would fail at its first CUDA call."""
+    from ..image.driver import eks_release_problem, min_driver
+
+    needed = min_driver(env.image.contents.cuda)
+    out = []
+    for i, pool in enumerate(env.pools):
+        if needed is None or pool.eks is None or pool.eks.release_version is None:
+            continue
+        problem = eks_release_problem(needed, pool.eks.release_version)
+        if problem:
+            out.append(
+                Violation(
+                    "eks-ami-driver",
+                    f"{ENV}.pools[{i}].eks.releaseVersion",
+                    f"the image's CUDA {env.image.contents.cuda} needs NVIDIA driver >= {needed}: {problem}",
+                )
+            )
     return out
 
 

@@ -49,12 +49,80 @@ def gpu_driver_version(env: Environment, pool: Pool) -> str:
     return "LATEST" if needs_latest_driver(env) else "DEFAULT"
 
 
+# The first EKS-optimized AL2023 NVIDIA AMI release (date part of `releaseVersion`) per Kubernetes minor from
+# which every release ships at least the given driver: the `kmod-nvidia-latest-dkms` version of each
+# release's "Kubernetes 1.x" table in awslabs/amazon-eks-ami CHANGELOG.md (read at its v20260714 entry;
+# 580 reached 1.34 in v20251023, 1.33 in v20251029, 1.31-1.32 in v20251108, 1.29-1.30 in v20251120, per
+# the "default to 580 driver" changes tracked in awslabs/amazon-eks-ami#2470). No release of 1.28 or older
+# ships R575+. The AL2023 NVIDIA AMIs began at v20240924 with 560.35.03, so a need below 570 is met by all.
+EKS_AMI_MIN_RELEASE: dict[str, dict[str, str]] = {
+    "580.65.06": {
+        "1.29": "20251120",
+        "1.30": "20251120",
+        "1.31": "20251108",
+        "1.32": "20251108",
+        "1.33": "20251029",
+        "1.34": "20251023",
+        "1.35": "20260114",
+        "1.36": "20260610",
+    },
+    "575.51.03": {
+        "1.27": "20250715",
+        "1.29": "20251120",
+        "1.30": "20251120",
+        "1.31": "20251108",
+        "1.32": "20251108",
+        "1.33": "20251029",
+        "1.34": "20251023",
+        "1.35": "20260114",
+        "1.36": "20260610",
+    },
+    "570.26": {
+        **{f"1.{minor}": "20250410" for minor in range(25, 32)},
+        "1.32": "20250403",
+        "1.33": "20250519",
+        "1.34": "20250915",
+        "1.35": "20260114",
+        "1.36": "20260610",
+    },
+}
+EKS_AMI_FIRST_RELEASE = "20240924"
+
+
+def eks_release_problem(needed: str, release_version: str) -> str | None:
+    """Why the AMI release `release_version` (`1.34.1-20251023`) lacks driver `needed`, or None when it has it."""
+    kubernetes, _, date = release_version.partition("-")
+    minor = ".".join(kubernetes.split(".")[:2])
+    if int(needed.split(".")[0]) < 570:
+        return None if date >= EKS_AMI_FIRST_RELEASE else f"{release_version} predates the AL2023 NVIDIA AMIs"
+    table = EKS_AMI_MIN_RELEASE.get(needed)
+    if table is None:
+        return f"no EKS AMI release is known to ship driver {needed}"
+    first = table.get(minor)
+    if first is None:
+        return f"no AL2023 NVIDIA AMI for Kubernetes {minor} ships driver >= {needed}"
+    if date < first:
+        return f"AMI release {release_version} ships an older driver; Kubernetes {minor} has >= {needed} from {minor}.x-{first}"
+    return None
+
+
+def eks_release_statement(needed: str | None) -> str:
+    """Which AMI releases carry the driver, for the runbook line of an EKS pool."""
+    table = EKS_AMI_MIN_RELEASE.get(needed or "")
+    if not table:
+        return "any AL2023 NVIDIA AMI release"
+    return "an AMI release from " + ", ".join(f"{minor}: {date}" for minor, date in table.items())
+
+
 def pool_driver(env: Environment, pool: Pool) -> str:
     """Where the pool's driver comes from, as the platform team must check it (docs/images.md)."""
     if pool.gke is not None:
         return f"GKE gpuDriverVersion {gpu_driver_version(env, pool)} (the driver GKE installs for the node version)"
     if pool.eks is not None:
-        return "the EKS-optimized AL2023 NVIDIA AMI release of the node group (its release notes list the driver)"
+        needed = min_driver(env.image.contents.cuda)
+        pinned = pool.eks.release_version
+        release = f"release {pinned}" if pinned else "the newest release when the node group was created"
+        return f"the EKS-optimized AL2023 NVIDIA AMI, {release}; needs {eks_release_statement(needed)}"
     if pool.existing is not None and pool.existing.operator_installs_driver:
         return "the GPU operator's driver version"
     return "the hosts' preinstalled driver"

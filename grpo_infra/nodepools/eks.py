@@ -82,6 +82,9 @@ def node_group_args(env: Environment, pool: Pool, now: datetime | None = None) -
         # A Capacity Block's instance type is the launch template's (EKS refuses it in both places).
         **({} if block else {"instance_types": [eks.instance_type]}),
         "ami_type": AMI_TYPE,
+        # The AMI release decides the NVIDIA driver (`grpo_infra.image.driver.EKS_AMI_MIN_RELEASE`, check rule
+        # eks-ami-driver); unset, EKS takes the newest release for the cluster's version at creation.
+        **({"release_version": eks.release_version} if eks.release_version else {}),
         "capacity_type": eks.capacity_type,
         "scaling_config": {"desired_size": desired, "min_size": desired if not block else 0, "max_size": size},
         "labels": node_selector(pool),

@@ -161,6 +161,13 @@ class EksNodes(SpecModel):
         default_factory=list,
         description="Security groups of the EFA interfaces (usually the cluster security group); needed for EFA.",
     )
+    release_version: Annotated[str, StringConstraints(pattern=r"^1\.\d+\.\d+-\d{8}$")] | None = Field(
+        default=None,
+        description="The EKS-optimized AL2023 NVIDIA AMI release the node group runs, as EKS names it "
+        "(`<kubernetes version>-<YYYYMMDD>`, e.g. 1.34.1-20251023); it decides the NVIDIA driver. Unset: the "
+        "newest release when the node group is created, kept until it is updated. `check` refuses a release "
+        "whose driver is older than the image's CUDA needs.",
+    )
 
     @model_validator(mode="after")
     def _capacity_type_matches_reservation(self) -> EksNodes:
