@@ -111,6 +111,22 @@ def test_skypilot_mounts_the_gke_dev_buckets(tmp_path: Path) -> None:
     }
 
 
+def test_skypilot_takes_a_volume_beside_the_buckets(tmp_path: Path) -> None:
+    """A `volume:` storage entry (a PVC made by `sky volumes apply`) lands in the task's `volumes`, as
+    SkyPilot 0.14.1's own parser reads it, with the buckets still in `file_mounts`."""
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-dev.yaml").read_text())["config"]
+    secrets = {k for k, v in config.items() if isinstance(v, dict) and "secure" in v}
+    storage = config[ENVIRONMENT_KEY]["launchers"]["skypilot"]["storage"]
+    storage.append({"path": "/scratch", "volume": "grpo-scratch", "shared": True})
+    env = with_lock(environment_from_config(config, secrets, "gke-dev"), ROOT, "gke-dev", "gke-dev")
+    synth.write_tree(synth.render(env), tmp_path / "gke-dev")
+    folder = tmp_path / "gke-dev" / "skypilot"
+    (result,) = parse("skypilot", [folder / "task.yaml"], folder, tmp_path)
+    assert result["ok"], result
+    assert result["volumes"] == {"/scratch": "grpo-scratch"}, result["volumes"]
+    assert set(result["storage_mounts"]) == {"/models", "/data", "/checkpoints"}
+
+
 STORAGE = [
     ("gke-dev", "skypilot", [{"path": "/models", "source": "gs://b/m"}, {"path": "/data", "source": "gs://b/d"}],
      [("launcher-path-storage", "grpo-infra:environment.job.checkpoint.dir")]),

@@ -31,6 +31,8 @@ def skypilot(path: str) -> dict[str, Any]:
         "storage_mounts": {
             path: [str(store.source), store.mode.value] for path, store in (task.storage_mounts or {}).items()
         },
+        # Volumes (`sky volumes apply`), as SkyPilot keeps them before resolving them against its server.
+        "volumes": dict(task.volumes or {}),
         "run_is_str": isinstance(task.run, str),
         # The task's `config:` (pod_config and the like), as SkyPilot hands it to provisioning.
         "cluster_config_overrides": resources.cluster_config_overrides,
