@@ -64,6 +64,29 @@ def load_images(
         console.print(f"loaded {path} into every node", highlight=False)
 
 
+NodeArgument = Annotated[str, typer.Argument(help="A node of the local cluster (kubectl get nodes).")]
+
+
+@app.command("kill-node")
+def kill_node(name: NodeArgument) -> None:
+    """Kill a real node the way a machine dies (kubelet, containerd, containers at once): a node-loss drill."""
+    try:
+        killed = kube.kill_node(name)
+    except KubeError as exc:
+        fail(str(exc), code=1)
+    console.print(f"killed {len(killed)} processes of node {name}; it goes NotReady once its heartbeats stop")
+
+
+@app.command("boot-node")
+def boot_node(name: NodeArgument) -> None:
+    """Start a killed node again, as a machine that rebooted (its disks kept)."""
+    try:
+        kube.boot_node(name)
+    except KubeError as exc:
+        fail(str(exc), code=1)
+    console.print(f"booted node {name}")
+
+
 @app.command()
 def down() -> None:
     """Stop every process of the local cluster and remove its files."""

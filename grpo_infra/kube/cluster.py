@@ -337,6 +337,32 @@ def real_nodes_of(state: dict[str, Any]) -> list[Any]:
     return [n for n in real_nodes(env) if n.name in state.get("nodes", [])]
 
 
+def kill_node(name: str, root: Path = ROOT) -> list[int]:
+    """A real node of the running cluster dies as a machine does: kubelet, containerd, its device
+    plugin and every container at once (SIGKILL). Its disks stay (`boot_node` starts it again)."""
+    _real_node(name, root)
+    return realnodes.kill_node(name)
+
+
+def boot_node(name: str, root: Path = ROOT) -> None:
+    """A killed node comes back as a rebooted machine: the same disks (containerd's images, the kubelet's
+    state, its pods' directories), fresh processes; the kubelet then reports what it finds of its pods."""
+    node = _real_node(name, root)
+    if realnodes.node_pids(name):
+        raise KubeError(f"node {name} is running: kill it first (`grpo-infra kube kill-node {name}`)")
+    realnodes.start_node(node, Paths(root))
+
+
+def _real_node(name: str, root: Path) -> Any:
+    state = load_state(root)
+    if state.get("nodes_mode") != "real":
+        raise KubeError("the local cluster runs KWOK nodes: only real nodes can be killed and booted")
+    found = next((n for n in real_nodes_of(state) if n.name == name), None)
+    if found is None:
+        raise KubeError(f"no node {name} in the local cluster; its nodes: {' '.join(state.get('nodes', []))}")
+    return found
+
+
 def _wait_devices(paths: Paths, planned: list[Any], timeout: float) -> None:
     """Until every node's allocatable shows the devices its device plugin advertises: a node is
     Ready before its plugin has registered, and a gang admitted then would not fit."""

@@ -263,15 +263,9 @@ def node_ready(paths: Paths, node: str) -> str:
     return next((c["status"] for c in conditions if c["type"] == "Ready"), "?")
 
 
-def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_advances(
-    kube: Paths, tmp_path: Path
-) -> None:
-    """A GPU node of the running gang dies like a machine (kubelet, containerd and its containers at once).
-    Ray declares it dead, the probe's step fails, the attempt fails and KubeRay retries it as a new Ray
-    cluster — every pod new, none on the dead node once the runbook's out-of-service taint lets its pod go
-    (docs/kubernetes.md "When a node is lost") — and the new attempt resumes from the last checkpoint on
-    the nodes' shared path and advances to the last step: the step numbers are asserted, not the exit code."""
-    steps = 10
+def drill_project(tmp_path: Path, steps: int) -> Path:
+    """The project with a longer run (`steps` steps of 6 s) and Ray's node-loss detection at 15 s, so a node
+    can be lost mid-run; the shared checkpoints emptied, so the run starts at step 0."""
     project = tmp_path / "project"
     shutil.copytree(ROOT / "stacks", project / "stacks")
     shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
@@ -287,10 +281,20 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
         assert old in text, old
         text = text.replace(old, new)
     stack_file.write_text(text)
-    checkpoints = host_paths()[0]
-    for child in checkpoints.iterdir():
+    for child in host_paths()[0].iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()
-    tracker = checkpoints / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
+    return project
+
+
+def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: float | None) -> None:
+    """Run the job with `grpo-infra up --wait`; at step 2 kill the node of one `role` pod ("worker" or
+    "head") the way a machine dies; with `reboot_after`, boot it again that many seconds later (a machine
+    that reboots), else declare it out of service (the runbook for a machine that is gone). Then: KubeRay
+    retries the attempt as a new Ray cluster, every pod new, and the new attempt resumes from the last
+    checkpoint on the nodes' shared path and advances to the last step (the step numbers are asserted)."""
+    steps = 10
+    project = drill_project(tmp_path, steps)
+    tracker = host_paths()[0] / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     output = tmp_path / "up.log"
     with output.open("w") as sink:
@@ -304,17 +308,22 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
     try:
         wait_until(lambda: tracker.is_file() and int(tracker.read_text() or 0) >= 2, 600, "step 2 checkpointed")
         first = rayjob(kube)["status"]["rayClusterName"]
-        old_workers = {
-            p["metadata"]["name"]: p["spec"]["nodeName"] for p in ray_pods(kube) if "worker" in p["metadata"]["name"]
-        }
-        victim = sorted(old_workers.values())[0]
+        old = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in ray_pods(kube)}
+        victim = sorted(
+            p["spec"]["nodeName"] for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == role
+        )[0]
         killed_at_step = int(tracker.read_text())
         lost = time.monotonic()
-        assert realnodes.kill_node(victim), f"nothing of {victim} to kill"
-        wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
-        not_ready = time.monotonic() - lost
-        # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
-        cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
+        assert cluster.kill_node(victim), f"nothing of {victim} to kill"
+        if reboot_after is None:
+            wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
+            # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
+            cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
+        else:
+            time.sleep(reboot_after)
+            cluster.boot_node(victim)
+            wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
+        back = time.monotonic() - lost
         wait_until(
             lambda: rayjob(kube).get("status", {}).get("rayClusterName") not in (None, "", first),
             600,
@@ -323,18 +332,20 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
         retried = time.monotonic() - lost
         new = wait_until(
             lambda: (
-                (ws := [p for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"])
-                and len(ws) == ENV.gang.nodes
-                and all(p["metadata"]["labels"].get("ray.io/cluster") != first for p in ws)
-                and all(p["spec"].get("nodeName") for p in ws)
-                and ws
+                (ps := ray_pods(kube))
+                and len(ps) == ENV.gang.nodes + 1
+                and all(p["metadata"]["labels"].get("ray.io/cluster") != first for p in ps)
+                and all(p["spec"].get("nodeName") for p in ps)
+                and ps
             ),
             600,
             "the whole new gang scheduled",
         )
-        assert not set(old_workers) & {p["metadata"]["name"] for p in new}, "every pod of the gang is new"
-        assert victim not in {p["spec"]["nodeName"] for p in new}
-        assert len({p["spec"]["nodeName"] for p in new}) == ENV.gang.nodes
+        assert not set(old) & {p["metadata"]["name"] for p in new}, "every pod of the gang is new"
+        workers = [p for p in new if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+        assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
+        if reboot_after is None:
+            assert victim not in {p["spec"]["nodeName"] for p in new}
         up.wait(timeout=900)
         out = output.read_text()
         print(out[-5000:])
@@ -349,9 +360,10 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
         assert saved and saved[0] == resumed["from_step"] + 1, saved
         assert int(tracker.read_text()) == steps, "the resumed attempt advanced to the last step"
         print(
-            f"node loss: {victim} killed at step {killed_at_step}; NotReady after {not_ready:.0f}s; "
-            f"new Ray cluster after {retried:.0f}s; resumed from step {resumed['from_step']}; "
-            f"SUCCEEDED {time.monotonic() - lost:.0f}s after the loss"
+            f"{role} node loss: {victim} killed at step {killed_at_step}; "
+            f"{'back' if reboot_after is not None else 'NotReady'} after {back:.0f}s; new Ray cluster after "
+            f"{retried:.0f}s; resumed from step {resumed['from_step']}; SUCCEEDED {time.monotonic() - lost:.0f}s "
+            "after the loss"
         )
     finally:
         if up.poll() is None:
@@ -359,3 +371,20 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
         )
+
+
+def test_a_rebooted_head_node_restarts_the_whole_gang_which_resumes_and_advances(kube: Paths, tmp_path: Path) -> None:
+    """The head's node (the CPU node, which also runs the submitter) dies and reboots 45 s later: the
+    submitter's pod is found failed, KubeRay retries the attempt as a new Ray cluster (docs/kubernetes.md
+    "When the head is lost"), which resumes and advances; no RayJob Running for ever."""
+    lose_a_node_mid_run(kube, tmp_path, "head", reboot_after=45)
+
+
+def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_advances(
+    kube: Paths, tmp_path: Path
+) -> None:
+    """A GPU node of the running gang dies like a machine and stays dead: Ray declares it dead, the probe's
+    step fails, the attempt fails and KubeRay retries it as a new Ray cluster on the other nodes once the
+    runbook's out-of-service taint lets the dead node's pod go (docs/kubernetes.md "When a node is lost").
+    Last in the module: it leaves a dead node behind."""
+    lose_a_node_mid_run(kube, tmp_path, "worker", reboot_after=None)
