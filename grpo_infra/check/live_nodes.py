@@ -13,7 +13,6 @@ The Nodes are read with `kubectl get nodes -o json`, so every credential plugin 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -31,25 +30,13 @@ class ClusterUnreadable(RuntimeError):
     """The kubeconfig's cluster did not answer `kubectl get nodes`; the message is kubectl's."""
 
 
-def kubectl_binary() -> str:
-    """kubectl on PATH, else the one `scripts/build-kube.sh` built for the local cluster."""
-    found = shutil.which("kubectl")
-    if found:
-        return found
-    from ..kube.plan import TOOLS
-
-    built = TOOLS["kubectl"].path
-    if Path(built).is_file():
-        return str(built)
-    raise ClusterUnreadable("no kubectl on PATH (nor the local cluster's, scripts/build-kube.sh) to read the Nodes")
-
-
-def read_nodes(kubeconfig: Path) -> list[dict[str, Any]]:
-    """Every Node of the cluster the kubeconfig's current context names."""
+def read_nodes(kubeconfig: Path, kubectl: str) -> list[dict[str, Any]]:
+    """Every Node of the cluster the kubeconfig's current context names, read with the `kubectl` given
+    (the caller finds one: rules do not reach into the local cluster's tools)."""
     if not kubeconfig.is_file():
         raise ClusterUnreadable(f"kubeconfig {kubeconfig} does not exist")
     proc = subprocess.run(
-        [kubectl_binary(), f"--kubeconfig={kubeconfig}", "get", "nodes", "-o", "json"],
+        [kubectl, f"--kubeconfig={kubeconfig}", "get", "nodes", "-o", "json"],
         capture_output=True,
         text=True,
         timeout=KUBECTL_TIMEOUT_S,

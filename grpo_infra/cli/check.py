@@ -75,7 +75,7 @@ def _cluster_nodes(env: Environment, kubeconfig: Path | None) -> list[dict[str, 
     from ..check.live_nodes import ClusterUnreadable, read_nodes
 
     try:
-        return read_nodes(Path(str(kubeconfig).split(":")[0]))
+        return read_nodes(Path(str(kubeconfig).split(":")[0]), _kubectl())
     except (ClusterUnreadable, OSError, ValueError) as exc:
         fail(escape(str(exc)))
 
@@ -134,3 +134,18 @@ def other_stacks(stack: str, root: Path | None) -> dict[str, Environment]:
         except SpecError:
             continue
     return out
+
+
+def _kubectl() -> str:
+    """kubectl on PATH, else the one `scripts/build-kube.sh` built for the local cluster."""
+    import shutil
+
+    from ..check.live_nodes import ClusterUnreadable
+    from ..kube.plan import TOOLS
+
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    if Path(TOOLS["kubectl"].path).is_file():
+        return str(TOOLS["kubectl"].path)
+    raise ClusterUnreadable("no kubectl on PATH (nor the local cluster's, scripts/build-kube.sh) to read the Nodes")
