@@ -35,6 +35,8 @@ OK, CHECK_FAILED, BAD_INPUT = 0, 1, 2
 
 console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+# Tables whose cells are names to copy (pods, nodes): wide enough that none is cut short.
+wide_console = Console(width=max(console.width, 180))
 
 RootOption = Annotated[
     Path | None,

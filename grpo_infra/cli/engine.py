@@ -17,7 +17,7 @@ from .. import engine, job_wait, probe_report
 from ..kube import cluster
 from ..kube.plan import KubeError
 from ..spec import Environment
-from .common import RootOption, console, fail, load, project_root
+from .common import RootOption, console, fail, load, project_root, wide_console
 
 StackArgument = Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.", show_default=False)]
 WaitOption = Annotated[
@@ -111,7 +111,9 @@ def _follow(stack: str, env: Environment) -> None:
         fail(str(exc), code=1)
     title = f"rayjob {env.job.tenant}/{env.job.name} {outcome.status}"
     if probe_report.events(outcome.log):
-        console.print(probe_report.placement_table(f"{title}: where every rank ran", outcome.log, "pod", outcome.hosts))
+        wide_console.print(
+            probe_report.placement_table(f"{title}: where every rank ran", outcome.log, "pod", outcome.hosts)
+        )
     else:
         console.print(title, highlight=False)
     if not outcome.succeeded:

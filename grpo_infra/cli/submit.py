@@ -20,7 +20,7 @@ from ..k8s.raycluster import DASHBOARD_PORT, head_pod_selector
 from ..spec import Environment
 from ..submit import SubmitRefused, follow_commands, job_logs, refusal, submit, wait_for_end
 from ..submit import submission_id as new_submission_id
-from .common import CHECK_FAILED, RootOption, console, fail, load
+from .common import CHECK_FAILED, RootOption, console, fail, load, wide_console
 
 # How long `--wait` follows one submission: a day (a RayCluster's own lifetime bounds it too).
 WAIT_S = 24 * 3600
@@ -142,7 +142,7 @@ def _send(
     if probe_report.events(log):
         pods = _get(kubeconfig, "-n", ns, "pods", "-l", f"ray.io/cluster={name}") or {"items": []}
         hosts = {p["metadata"]["name"]: p["spec"].get("nodeName", "?") for p in pods["items"]}
-        console.print(probe_report.placement_table(f"{title}: where every rank ran", log, "pod", hosts))
+        wide_console.print(probe_report.placement_table(f"{title}: where every rank ran", log, "pod", hosts))
     else:
         console.print(title, highlight=False)
     if status != "SUCCEEDED":
