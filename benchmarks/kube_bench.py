@@ -108,8 +108,8 @@ def real_node_numbers() -> None:
 
 
 def job_numbers() -> None:
-    """The stack's job on real nodes (tests/kube/test_job_real.py's objects: the sandbox's probe as
-    entrypoint, the CPU image's guard arguments): RayJob created → admitted → all Ray nodes joined →
+    """The stack's job on real nodes (the objects `grpo-infra up local-k8s` creates, unchanged: the probe
+    as entrypoint, the CPU variant's guard): RayJob created → admitted → all Ray nodes joined →
     SUCCEEDED, and the peak memory of the whole cluster while it runs."""
     from tests.kube.test_job_real import ENV, host_paths, job_objects, probe_events
 
@@ -176,6 +176,34 @@ def job_numbers() -> None:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
+def loss_numbers() -> None:
+    """A node lost mid-run, for real (tests/kube/test_job_real.py's drills, which print one line each): the
+    head's node rebooted after 45 s, then a worker's node dead for good; each from the loss to the whole gang
+    on a new Ray cluster and to SUCCEEDED after resuming."""
+    import tempfile
+
+    from tests.kube.test_job_real import ENV, host_paths, lose_a_node_mid_run
+
+    reason = realnodes.unavailable()
+    if reason:
+        print(f"loss   not run: {reason}")
+        return
+    archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
+    made = [p for p in host_paths() if not p.exists()]
+    for path in made:
+        path.mkdir(parents=True)
+    try:
+        cluster.up("local-k8s", ENV, nodes="real", timeout=300, archives=archives)
+        paths = Paths(cluster.ROOT)
+        for role, reboot in (("head", 45.0), ("worker", None)):
+            with tempfile.TemporaryDirectory() as scratch:
+                lose_a_node_mid_run(paths, Path(scratch), role, reboot)
+    finally:
+        cluster.down()
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def cluster_numbers() -> None:
     stack = "local-k8s"
     env = load_stack(stack, ROOT).environment
@@ -223,10 +251,13 @@ def cluster_numbers() -> None:
 
 if __name__ == "__main__":
     # `kube_bench.py real` or `kube_bench.py fake`: only that half of the cluster's numbers;
-    # `kube_bench.py job`: only the job on real nodes.
+    # `kube_bench.py job`: only the job on real nodes; `kube_bench.py loss`: the node-loss drills.
     only = sys.argv[1] if len(sys.argv) > 1 else None
     if only == "job":
         job_numbers()
+        sys.exit(0)
+    if only == "loss":
+        loss_numbers()
         sys.exit(0)
     build_numbers()
     if only != "fake" and not [n for n, t in TOOLS.items() if not t.path.is_file()]:
