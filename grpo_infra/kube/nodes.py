@@ -308,6 +308,9 @@ def boot_script(
         lines.append(f"mount --bind {dirs.tunable(name)} /proc/sys/{name}")
     lines += [
         "echo 1 > /proc/sys/net/ipv4/ip_forward",  # this namespace's own: it routes its pods
+        # A node booted again (a machine that rebooted) finds its last containerd's socket on its disk: gone
+        # first, so the wait below waits for the new containerd, not a dead file the kubelet cannot dial.
+        "rm -f /run/containerd/containerd.sock",
         f"{containerd} --config {dirs.etc / 'containerd.toml'} >>{dirs.logs / 'containerd.log'} 2>&1 &",
         f"echo $! > {dirs.pidfile('containerd')}",
         "i=0; while [ ! -S /run/containerd/containerd.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",

@@ -87,3 +87,18 @@ def test_auto_falls_back_to_fake_nodes_saying_why_and_real_refuses(monkeypatch) 
     with pytest.raises(KubeError, match="need root"):
         cluster.node_mode("real")
     assert cluster.node_mode("fake") == ("fake", None)
+
+
+def test_a_node_booted_again_waits_for_its_new_containerd_not_the_last_ones_socket(tmp_path) -> None:
+    """A rebooted node (`kube boot-node`) keeps its disk, with the dead containerd's socket on it: the boot
+    removes it before starting containerd, so the kubelet starts only once the new one listens."""
+    from grpo_infra.kube.nodes import boot_script
+
+    node = real_nodes(local_k8s())[-1]
+    lines = boot_script(node, NodeDirs(tmp_path), containerd="containerd", kubelet=["kubelet"], device_plugin=None)
+    lines = lines.splitlines()
+    removed = lines.index("rm -f /run/containerd/containerd.sock")
+    started = next(i for i, line in enumerate(lines) if line.startswith("containerd --config"))
+    waited = next(i for i, line in enumerate(lines) if "containerd.sock ]" in line)
+    kubelet = next(i for i, line in enumerate(lines) if line.startswith("exec kubelet"))
+    assert removed < started < waited < kubelet
