@@ -5,7 +5,8 @@ sandbox's (`GRPO_ENTRYPOINT="python -m grpo_infra.probe ..."`), and a Kubernetes
 `grpo-infra submit` when the stack sets `job.probe` (the local cluster's CPU image). It imports
 nothing of this project but itself, so any image with Ray and grpo-infra runs it. It checks
 that Ray sees every node of the allocation with its GPUs, places one bundle per node with
-STRICT_SPREAD, runs a task in each bundle every step, and writes numbered checkpoint steps in
+STRICT_SPREAD, runs a task in each bundle every step (on the same nodes every step, without retries,
+as the ranks of one process group: a lost node fails the attempt), and writes numbered checkpoint steps in
 verl's layout (`global_step_<k>/`, `latest_checkpointed_iteration.txt`) so that a requeued run
 resumes after the last step the first run finished. Each event is one `PROBE {json}` line on
 stdout for tests, the demo and the benchmark to read.
@@ -107,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     bundles = [{"CPU": 1, "GPU": args.gpus_per_node} if args.gpus_per_node else {"CPU": 1} for _ in nodes]
     group = placement_group(bundles, strategy="STRICT_SPREAD")
     ray.get(group.ready(), timeout=60)
-    remote = ray.remote(num_cpus=1, num_gpus=args.gpus_per_node)(where)
+    # No retries: a rank of an NCCL process group lost with its node is not re-run elsewhere, the whole
+    # attempt fails (verl's does), and the scheduler restarts the gang; a retried task would hide that.
+    remote = ray.remote(num_cpus=1, num_gpus=args.gpus_per_node, max_retries=0)(where)
 
     checkpoint_dir: Path = args.checkpoint_dir
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -123,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         placement = [{"bundle": i, **r} for i, r in enumerate(ray.get(refs, timeout=120))]
         if step == start + 1:
             emit("placement", bundles=placement)
+            gang = [b["ray_node_id"] for b in placement]
+        moved = [b for b in placement if b["ray_node_id"] != gang[b["bundle"]]]
+        if moved:
+            # Ray rescheduled a bundle onto a replacement node: a process group cannot take a new member.
+            print(f"probe: rank {moved[0]['bundle']} moved to node {moved[0]['node']} at step {step}", file=sys.stderr)
+            return 1
         time.sleep(args.step_seconds)
         save_step(checkpoint_dir, step, placement)
         emit("checkpoint", step=step)
