@@ -26,6 +26,8 @@ from .conftest import ROOT, get, local_k8s, require_binaries, token_secret, wait
 from .test_cluster import apply_stack, delete_stack, pods
 
 pytestmark = pytest.mark.cluster
+# KubeRay v1.6.2 controllers/ray/utils/constant.go RayCronJobTimestampAnnotationKey: the tick a run was made for.
+SCHEDULED_AT = "ray.io/cronjob-scheduled-timestamp"
 
 
 def kind_of(kind: str, **settings: Any) -> Any:
@@ -109,9 +111,16 @@ def test_a_raycronjobs_first_run_is_created_on_schedule_and_admitted_whole(kube:
     ns = env.job.tenant
     apply_stack(kube, objects)
     try:
+        # Every tick makes a RayJob (no concurrency policy at v1.6.2), and names end in a random suffix: the
+        # first run is the one of the earliest tick (its scheduled-time annotation), the later ones queue behind it.
         run = wait_until(
-            lambda: next(
-                iter(get(kube, "rayjobs", "-n", ns, "-l", f"ray.io/cronjob-name={env.job.name}")["items"]), None
+            lambda: min(
+                get(kube, "rayjobs", "-n", ns, "-l", f"ray.io/cronjob-name={env.job.name}")["items"],
+                key=lambda j: (
+                    j["metadata"].get("annotations", {}).get(SCHEDULED_AT, ""),
+                    j["metadata"]["creationTimestamp"],
+                ),
+                default=None,
             ),
             150,
             "the first run on schedule",
