@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,20 @@ def test_help_shows_no_value_type_after_flags() -> None:
     flag = next(line for line in text.splitlines() if "--json" in line)
     assert flag.split("--json", 1)[1].split()[0] == "Print"  # straight to its help, no `<type>`
     assert "<path>" in next(line for line in text.splitlines() if "--root" in line)  # options with values keep it
+
+
+def test_up_wait_on_a_stack_that_runs_no_rayjob_is_one_line_before_the_engine(tmp_path: Path) -> None:
+    """`up --wait` follows a RayJob; on a raycluster stack it refuses in one line and creates nothing."""
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    stack_file = tmp_path / "stacks" / "Pulumi.local-k8s.yaml"
+    stack_file.write_text(
+        stack_file.read_text().replace(
+            "      name: grpo-qwen25-05b\n", "      name: grpo-qwen25-05b\n      kind: raycluster\n"
+        )
+    )
+    proc = _cli("up", "local-k8s", "--wait", "--root", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        'error: --wait follows a RayJob; stack local-k8s runs a raycluster (docs/kubernetes.md, "Which kind")'
+    ]
