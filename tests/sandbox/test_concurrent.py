@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -91,8 +90,12 @@ def ray_daemons(plan: Plan, marker: str) -> dict[int, str]:
     for node in plan.nodes:
         for pid in sandbox.namespace_pids(node.namespace):
             with contextlib.suppress(OSError):
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if marker in cmd and re.search(r"/(raylet|gcs_server) ", cmd):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                cmd = b" ".join(argv).decode(errors="replace")
+                # The program itself, not an argument: a Ray worker's command line names the raylet's socket
+                # (`--raylet-name=.../sockets/raylet`), and workers come and go while the job runs.
+                program = argv[0].decode(errors="replace")
+                if marker in cmd and program.endswith(("/raylet", "/gcs_server")):
                     found[pid] = f"{node.name}: {cmd.strip()}"
     return found
 
