@@ -27,16 +27,29 @@ NodesOption = Annotated[
         "(admission and scale checks); auto: real where this machine allows (root, containerd).",
     ),
 ]
+CpuNodesOption = Annotated[
+    int,
+    typer.Option(
+        "--cpu-nodes",
+        help="Untainted nodes for Ray heads and job submitters (grpo-cpu-0, ...). With 2, a job's submitter "
+        "runs apart from its head and fails the attempt when the head's node is lost (docs/kubernetes.md).",
+    ),
+]
 
 
 @app.command()
-def up(stack: StackOption = "local-k8s", nodes: NodesOption = "auto", root: RootOption = None) -> None:
+def up(
+    stack: StackOption = "local-k8s",
+    nodes: NodesOption = "auto",
+    cpu_nodes: CpuNodesOption = 1,
+    root: RootOption = None,
+) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
     loaded = load(stack, root)
     if nodes not in kube.NODE_MODES:
         fail(f"--nodes must be one of {', '.join(kube.NODE_MODES)}, not {nodes!r}")
     try:
-        state = kube.up(stack, loaded.environment, nodes=nodes)
+        state = kube.up(stack, loaded.environment, nodes=nodes, cpu_nodes=cpu_nodes)
     except KubeError as exc:
         fail(str(exc))
     if state.get("images_note"):

@@ -10,6 +10,9 @@ bound how long a dead rank can hold the others:
   gets its container restarted, which Ray then sees as a dead node.
 - Kueue's `waitForPodsReady.recoveryTimeout` (`grpo_infra.k8s.kueue_config`): when the retry's new
   Ray cluster cannot get ready (the lost node not replaced), the gang is evicted whole and requeued.
+
+A lost head is the submitter's to see (`submitter_liveness`): KubeRay ends an attempt when the submitter
+Job fails, and nothing else on a live node would notice that the head's node is gone.
 """
 
 from __future__ import annotations
@@ -69,6 +72,36 @@ def probes(env: Environment, head: bool, agent_port: int = AGENT_PORT) -> dict[s
     # A check of its own (not the liveness one's dict), so rendered YAML carries no anchors.
     readiness = {**_check(ray_version(env), head, agent_port, timeout), **READINESS, "timeoutSeconds": timeout}
     return {"livenessProbe": liveness, "readinessProbe": readiness}
+
+
+def submitter_liveness(env: Environment) -> dict[str, Any]:
+    """The submitter's `livenessProbe`: the head's GCS, through its dashboard, as the GCS checks a worker.
+
+    KubeRay v1.6.2 ends a K8sJobMode attempt on the submitter Job's `Failed` condition
+    (`rayjob_controller.go` `checkK8sJobStatus`) and, while it runs, polls the dashboard and requeues on
+    every error with no bound of its own. When the head's node dies, the submitter's `ray job logs
+    --follow` waits on a connection that nothing resets; a submitter on that same node stays `Terminating`
+    there, and its Job adds `Failed` only once no pod is terminating (k8s v1.36.3
+    `pkg/controller/job/job_controller.go:1643`), so it never fails. A submitter on a live node that stops hearing the GCS for `detectSeconds` is killed by its
+    kubelet, its pod fails (`restartPolicy: Never`, the Job's `backoffLimit: 0`), and KubeRay retries the
+    attempt as a new Ray cluster. `/api/gcs_healthz` answers `success` while the GCS lives, and needs no
+    token (Ray 2.60 `dashboard/http_server_head.py`, `public_exact_paths`); `RAY_DASHBOARD_ADDRESS` is set
+    by KubeRay on the submitter (v1.6.2 `configureSubmitterContainer`, `host:port` without a scheme)."""
+    assert env.kubernetes is not None
+    detect = env.kubernetes.ray_job.node_loss.detect_seconds
+    check = (
+        "import os, urllib.request; a = os.environ['RAY_DASHBOARD_ADDRESS']; "
+        "a = a if '://' in a else 'http://' + a; "
+        f"r = urllib.request.urlopen(a + '/api/gcs_healthz', timeout={HEALTH_CHECK_PERIOD_S - 1}); "
+        "exit(0 if b'success' in r.read() else 1)"
+    )
+    return {
+        "exec": {"command": ["python3", "-c", check]},
+        "periodSeconds": HEALTH_CHECK_PERIOD_S,
+        "timeoutSeconds": HEALTH_CHECK_PERIOD_S,
+        "successThreshold": 1,
+        "failureThreshold": detect // HEALTH_CHECK_PERIOD_S,
+    }
 
 
 def _check(ray_version: str, head: bool, agent_port: int, timeout: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ..preflight.gate import gate_command
 from ..spec import Environment
 from .gate import PYTHONPATH_PREFIX
 from .labels import JOB_LABEL, MANAGED_BY
+from .node_loss import submitter_liveness
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity
 from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI
@@ -176,13 +177,28 @@ def _submitter_template(env: Environment) -> dict[str, Any]:
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             **head_placement(env),
+            "affinity": _apart_from_the_head(env),
             "containers": [
                 {
                     "name": "ray-job-submitter",
                     "image": image_reference(env),
                     "imagePullPolicy": "IfNotPresent",
                     "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+                    "livenessProbe": submitter_liveness(env),
                 }
             ],
         },
+    }
+
+
+def _apart_from_the_head(env: Environment) -> dict[str, Any]:
+    """The submitter on another node than its head where the head pool has one: a submitter that dies
+    with the head's node cannot fail, and the attempt would stay Running (`submitter_liveness`).
+    Preferred, not required: a one-node head pool still takes both."""
+    head = {"matchLabels": {JOB_LABEL: env.job.name, "ray.io/node-type": "head"}}
+    term = {"labelSelector": head, "topologyKey": "kubernetes.io/hostname"}
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+        }
     }

@@ -48,6 +48,7 @@ from .plan import (
     TOOLS,
     KubeError,
     Paths,
+    cpu_node_names,
     crds,
     fake_nodes,
     kubeconfig,
@@ -232,13 +233,16 @@ def up(
     timeout: float = 120,
     nodes: str = "auto",
     archives: list[Path] | None = None,
+    cpu_nodes: int = 1,
 ) -> dict[str, Any]:
     """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve.
     `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
     `archives`: the images real nodes get besides the pause image (default: the stack's job image
-    if it is built, `images.node_archives`; the operators run as host processes here)."""
+    if it is built, `images.node_archives`; the operators run as host processes here).
+    `cpu_nodes`: untainted nodes for heads and submitters; with two, a submitter outlives its head's node."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
+    cpu_node_names(cpu_nodes)  # refused before anything is torn down
     mode, why_fake = node_mode(nodes)
     require_tools()
     down(root)
@@ -246,7 +250,7 @@ def up(
     paths = Paths(root)
     started = time.monotonic()
     try:
-        state = _bring_up(stack, env, paths, timeout, mode, archives)
+        state = _bring_up(stack, env, paths, timeout, mode, archives, cpu_nodes)
         if why_fake:
             state["fake_because"] = why_fake
     except BaseException:
@@ -258,11 +262,11 @@ def up(
 
 
 def _bring_up(
-    stack: str, env: Environment, paths: Paths, timeout: float, mode: str, archives: list[Path] | None
+    stack: str, env: Environment, paths: Paths, timeout: float, mode: str, archives: list[Path] | None, cpu_nodes: int
 ) -> dict[str, Any]:
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.config("x").parent.mkdir(parents=True, exist_ok=True)
-    planned = real_nodes(env) if mode == "real" else []
+    planned = real_nodes(env, cpu_nodes=cpu_nodes) if mode == "real" else []
     pki = write_pki(
         paths.pki,
         ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
@@ -277,7 +281,12 @@ def _bring_up(
     passphrase.touch(mode=0o600)
     passphrase.write_text(secrets.token_urlsafe(24))
     created_outside: list[str] = []
-    state: dict[str, Any] = {"stack": stack, "nodes_mode": mode, "created_outside_root": created_outside}
+    state: dict[str, Any] = {
+        "stack": stack,
+        "nodes_mode": mode,
+        "cpu_nodes": cpu_nodes,
+        "created_outside_root": created_outside,
+    }
     paths.state.write_text(json.dumps(state) + "\n")
     if planned:
         # The network first: the API server's forward and the DNS server bind the bridge.
@@ -300,7 +309,7 @@ def _bring_up(
         paths.state.write_text(json.dumps(state) + "\n")
     else:
         _start_kwok(paths)
-        fakes = fake_nodes(env)
+        fakes = fake_nodes(env, cpu_nodes)
         apply(paths, fakes)
         names = [n["metadata"]["name"] for n in fakes]
     _start_kueue(paths, pki, env, created_outside, timeout)
@@ -334,7 +343,8 @@ def load(root: Path = ROOT, archives: list[Path] | None = None) -> list[Path]:
 def real_nodes_of(state: dict[str, Any]) -> list[Any]:
     """The real nodes a running cluster was made with (from its stack, as `up` planned them)."""
     env = load_stack(state["stack"], realnodes.PROJECT).environment
-    return [n for n in real_nodes(env) if n.name in state.get("nodes", [])]
+    planned = real_nodes(env, cpu_nodes=state.get("cpu_nodes", 1))
+    return [n for n in planned if n.name in state.get("nodes", [])]
 
 
 def kill_node(name: str, root: Path = ROOT) -> list[int]:

@@ -20,7 +20,7 @@ import yaml
 
 from ..k8s.placement import node_selector, node_taints
 from ..spec import Environment
-from .plan import CPU_NODE, POD_CIDR, PORTS, pool_hosts
+from .plan import POD_CIDR, PORTS, cpu_node_names, pool_hosts
 
 # The nodes' bridge and namespaces; away from the Slurm sandbox's (grpo-sbx-, gsbx, 10.213.57.0/24).
 NAMESPACE_PREFIX = "grpo-kn-"
@@ -89,9 +89,9 @@ def bridge_address(subnet: ipaddress.IPv4Network | None = None) -> str:
     return str((subnet or node_subnet()).network_address + 1)
 
 
-def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None) -> list[RealNode]:
-    """Every pool's hosts with the pool's labels, taints and devices, then the untainted CPU node
-    for the Ray head and the job submitter; addresses .11 onwards, pod CIDRs 10.244.<i>.0/24."""
+def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cpu_nodes: int = 1) -> list[RealNode]:
+    """Every pool's hosts with the pool's labels, taints and devices, then the untainted CPU nodes
+    for Ray heads and job submitters; addresses .11 onwards, pod CIDRs 10.244.<i>.0/24."""
     subnet = subnet or node_subnet()
     pods = ipaddress.IPv4Network(POD_CIDR)
     specs: list[tuple[str, dict[str, str], tuple[dict[str, str], ...], dict[str, int]]] = []
@@ -101,7 +101,7 @@ def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None) ->
             devices[pool.fabric.resource] = pool.fabric.devices_per_node
         for host in pool_hosts(pool):
             specs.append((host, node_selector(pool), tuple(node_taints(pool)), devices))
-    specs.append((CPU_NODE, {}, (), {}))
+    specs += [(name, {}, (), {}) for name in cpu_node_names(cpu_nodes)]
     if len(specs) > min(200, 2 ** (24 - subnet.prefixlen) * 256 - 12):
         raise ValueError(f"{len(specs)} real nodes do not fit the node subnet {subnet}")
     out = []

@@ -55,6 +55,17 @@ FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # A pod with this label is never reported Ready (for the waitForPodsReady eviction test).
 NEVER_READY_LABEL = "grpo-infra.local/never-ready"
 CPU_NODE = "grpo-cpu-0"
+# More CPU nodes than one only where a test needs a head and its submitter apart (`kube up --cpu-nodes`).
+MAX_CPU_NODES = 4
+
+
+def cpu_node_names(count: int = 1) -> list[str]:
+    """The untainted CPU nodes for Ray heads and job submitters: `grpo-cpu-0` first."""
+    if not 1 <= count <= MAX_CPU_NODES:
+        raise KubeError(f"the local cluster takes 1 to {MAX_CPU_NODES} CPU nodes, not {count}")
+    return [f"grpo-cpu-{i}" for i in range(count)]
+
+
 MANAGED_BY = {"app.kubernetes.io/managed-by": "grpo-infra-kube"}
 
 
@@ -222,10 +233,11 @@ def pool_nodes(pool: Pool) -> list[dict[str, Any]]:
     return [_node(host, node_selector(pool), node_taints(pool), capacity) for host in pool_hosts(pool)]
 
 
-def fake_nodes(env: Environment) -> list[dict[str, Any]]:
-    """Every pool's GPU nodes, plus one untainted CPU node for the Ray head and the job submitter."""
+def fake_nodes(env: Environment, cpu_nodes: int = 1) -> list[dict[str, Any]]:
+    """Every pool's GPU nodes, plus the untainted CPU nodes for Ray heads and job submitters."""
     nodes = [n for pool in env.pools for n in pool_nodes(pool)]
-    nodes.append(_node(CPU_NODE, {}, [], {"cpu": "64", "memory": "256Gi", "pods": "110"}))
+    for name in cpu_node_names(cpu_nodes):
+        nodes.append(_node(name, {}, [], {"cpu": "64", "memory": "256Gi", "pods": "110"}))
     return nodes
 
 

@@ -193,7 +193,8 @@ class NodeLoss(SpecModel):
         default=60,
         description="Ray's GCS marks a silent node dead after this long: health checks every 5 s "
         "(`RAY_health_check_period_ms`, each waiting 5 s), `detectSeconds / 5` missed in a row "
-        "(`RAY_health_check_failure_threshold`). Ray's own default is about 20-55 s.",
+        "(`RAY_health_check_failure_threshold`). Ray's own default is about 20-55 s. The submitter's "
+        "liveness probe of the head's GCS fails the attempt after the same window (a lost head).",
     )
     liveness_seconds: Annotated[int, Field(ge=30, le=3600)] = Field(
         default=300,

@@ -120,6 +120,41 @@ def test_detection_follows_the_spec() -> None:
     assert _env_vars(head)["RAY_health_check_failure_threshold"] == "6"
 
 
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_a_submitter_that_stops_hearing_the_head_fails_after_the_detection_window(stack: str) -> None:
+    """KubeRay v1.6.2 ends an attempt only when the submitter Job fails: the submitter's own liveness probe
+    of the head's GCS, restartPolicy Never and a Job that allows no second try make a lost head a failed
+    attempt in `detectSeconds` (60 s by default), as Ray makes a lost worker one."""
+    env = env_of(stack)
+    spec = render.ray_job(env)["spec"]
+    assert spec["submitterConfig"] == {"backoffLimit": 0}
+    pod = spec["submitterPodTemplate"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    probe = pod["containers"][0]["livenessProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 60
+    assert probe["exec"]["command"][:2] == ["python3", "-c"] and "/api/gcs_healthz" in probe["exec"]["command"][2]
+
+
+def test_the_submitter_keeps_away_from_its_heads_node_when_it_can() -> None:
+    """A submitter on the head's node dies with it and can never fail the attempt: preferred (a one-node
+    head pool still takes both) anti-affinity to this job's head, per node."""
+    env = env_of("eks-prod")
+    pod = render.ray_job(env)["spec"]["submitterPodTemplate"]["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert selector == {JOB_LABEL: env.job.name, "ray.io/node-type": "head"}
+    head = _pods(env)["head"]["metadata"]["labels"]
+    assert head[JOB_LABEL] == env.job.name  # KubeRay adds ray.io/node-type=head to the head pod itself
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+
+
+def test_the_submitters_detection_follows_the_spec() -> None:
+    env = variant("eks-prod", lambda raw: raw["kubernetes"]["rayJob"].update(nodeLoss={"detectSeconds": 30}))
+    probe = render.ray_job(env)["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["livenessProbe"]
+    assert probe["failureThreshold"] == 6
+
+
 def test_detection_must_be_whole_health_check_periods() -> None:
     with pytest.raises(ValidationError, match="multiple of 5"):
         variant("eks-prod", lambda raw: raw["kubernetes"]["rayJob"].update(nodeLoss={"detectSeconds": 42}))
@@ -140,7 +175,6 @@ def test_a_wedged_raylet_is_restarted_after_five_minutes(stack: str) -> None:
     head = pods["head"]["spec"]["containers"][0]
     worker = pods["worker"]["spec"]["containers"][0]
     assert (head["livenessProbe"]["timeoutSeconds"], worker["livenessProbe"]["timeoutSeconds"]) == (5, 2)
-    assert "livenessProbe" not in pods["submitter"]["spec"]["containers"][0]
 
 
 def test_liveness_window_follows_the_spec() -> None:

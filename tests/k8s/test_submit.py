@@ -32,7 +32,7 @@ from grpo_infra.spec import Environment
 from grpo_infra.submit import SubmitRefused, job_status, refusal, submit
 from tests.conftest import ROOT, unavailable
 
-from .conftest import variant
+from .conftest import env_of, variant
 
 RAY = Path(sys.executable).with_name("ray")
 
@@ -297,3 +297,27 @@ def test_the_raycluster_gate_container_marks_the_head_ready_only_when_the_gate_p
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_the_submitters_liveness_probe_passes_while_the_head_answers_and_fails_once_it_is_gone(head: Head) -> None:
+    """The rendered probe, run against a real head with token auth on (`/api/gcs_healthz` needs no token),
+    against a closed port, and against a peer that never answers (a head whose node vanished resets
+    nothing): the last two fail within the probe's own timeout, and only they."""
+    pod = render.ray_job(env_of("local-k8s"))["spec"]["submitterPodTemplate"]["spec"]
+    probe = pod["containers"][0]["livenessProbe"]
+    program, *args = probe["exec"]["command"]
+    assert program == "python3"
+
+    def run(address: str) -> int:
+        env = {"PATH": "/usr/bin:/bin", "RAY_DASHBOARD_ADDRESS": address}
+        timeout = probe["timeoutSeconds"]
+        return subprocess.run([sys.executable, *args], env=env, capture_output=True, timeout=timeout).returncode
+
+    # KubeRay sets `host:port`, without a scheme (v1.6.2 configureSubmitterContainer).
+    assert run(head.address.removeprefix("http://")) == 0
+    assert run(head.address) == 0
+    assert run(f"127.0.0.1:{_free_port()}") != 0
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nothing ever reads or answers
+        assert run(f"127.0.0.1:{silent.getsockname()[1]}") != 0

@@ -56,7 +56,11 @@ def require_real_nodes() -> None:
 
 @contextlib.contextmanager
 def local_cluster(
-    env: Environment, nodes: str = "fake", archives: list[Path] | None = None, locked: bool = False
+    env: Environment,
+    nodes: str = "fake",
+    archives: list[Path] | None = None,
+    locked: bool = False,
+    cpu_nodes: int = 1,
 ) -> Iterator[Paths]:
     """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
     machine for as long as the block runs, and removed after it. `nodes="fake"` (KWOK) for the
@@ -68,7 +72,7 @@ def local_cluster(
         if not locked:
             stack.enter_context(machine_lock())
         try:
-            cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives)
+            cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives, cpu_nodes=cpu_nodes)
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()

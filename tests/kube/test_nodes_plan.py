@@ -34,6 +34,24 @@ def test_one_node_per_pool_host_then_the_cpu_node_each_with_its_own_address_and_
     assert (cpu.labels, cpu.taints, cpu.devices) == ({}, (), {})
 
 
+def test_a_second_cpu_node_is_another_untainted_node_with_its_own_address_and_pod_cidr() -> None:
+    """`kube up --cpu-nodes 2`: room for a submitter apart from its head, nothing else changes."""
+    env = local_k8s()
+    one, two = real_nodes(env), real_nodes(env, cpu_nodes=2)
+    assert [n.name for n in two] == [n.name for n in one] + ["grpo-cpu-1"]
+    assert two[:-1] == one
+    extra = two[-1]
+    assert (extra.labels, extra.taints, extra.devices) == ({}, (), {})
+    assert extra.address not in {n.address for n in one} and extra.pod_cidr not in {n.pod_cidr for n in one}
+
+
+@pytest.mark.parametrize("count", [0, 5])
+def test_a_cpu_node_count_out_of_range_is_one_line_and_starts_nothing(count: int) -> None:
+    with pytest.raises(KubeError, match=f"1 to 4 CPU nodes, not {count}"):
+        cluster.up("local-k8s", local_k8s(), cpu_nodes=count, root=cluster.ROOT / "never-made")
+    assert not (cluster.ROOT / "never-made").exists()
+
+
 def test_the_kubelet_registers_the_pools_taints_and_uses_the_cluster_dns(tmp_path) -> None:
     env = local_k8s()
     node = real_nodes(env)[0]
