@@ -178,11 +178,12 @@ def job_numbers() -> None:
 
 def loss_numbers() -> None:
     """A node lost mid-run, for real (tests/kube/test_job_real.py's drills, which print one line each): the
-    head's node rebooted after 45 s, then a worker's node dead for good; each from the loss to the whole gang
-    on a new Ray cluster and to SUCCEEDED after resuming."""
+    head's node rebooted after 45 s, the head's node dead and untouched, then a worker's node dead for good;
+    each from the loss to the whole gang on a new Ray cluster and to SUCCEEDED after resuming. Two CPU
+    nodes, as the tests run them: the submitter apart from its head."""
     import tempfile
 
-    from tests.kube.test_job_real import ENV, host_paths, lose_a_node_mid_run
+    from tests.kube.test_job_real import CPU_NODES, ENV, host_paths, lose_a_node_mid_run
 
     reason = realnodes.unavailable()
     if reason:
@@ -193,11 +194,11 @@ def loss_numbers() -> None:
     for path in made:
         path.mkdir(parents=True)
     try:
-        cluster.up("local-k8s", ENV, nodes="real", timeout=300, archives=archives)
+        cluster.up("local-k8s", ENV, nodes="real", timeout=300, archives=archives, cpu_nodes=len(CPU_NODES))
         paths = Paths(cluster.ROOT)
-        for role, reboot in (("head", 45.0), ("worker", None)):
+        for role, then in (("head", "reboot"), ("head", "nothing"), ("worker", "out-of-service")):
             with tempfile.TemporaryDirectory() as scratch:
-                lose_a_node_mid_run(paths, Path(scratch), role, reboot)
+                lose_a_node_mid_run(paths, Path(scratch), role, then)
     finally:
         cluster.down()
         for path in made:

@@ -165,9 +165,10 @@ def _wait(paths: Paths, name: str, ready: Callable[[], bool], timeout: float) ->
         return ready()
 
     try:
-        wait_for(check, timeout, KubeError(f"{name} not ready after {timeout:.0f}s: {_log_tail(paths, name)}"))
-    except KubeError:
-        raise
+        wait_for(check, timeout, TimeoutError())
+    except TimeoutError:
+        # The log's tail as it is at the timeout, not as it was when the wait began.
+        raise KubeError(f"{name} not ready after {timeout:.0f}s: {_log_tail(paths, name)}") from None
 
 
 def _log_tail(paths: Paths, name: str, lines: int = 3) -> str:

@@ -28,7 +28,7 @@ from grpo_infra.image.build import build
 from grpo_infra.image.oci import OCIError
 from grpo_infra.k8s.raycluster import checkpoint_sub_path
 from grpo_infra.kube import cluster, images, realnodes
-from grpo_infra.kube.plan import CPU_NODE, Paths, pool_hosts
+from grpo_infra.kube.plan import Paths, cpu_node_names, pool_hosts
 from tests.conftest import unavailable
 
 from .conftest import ROOT, get, local_cluster, local_k8s, machine_lock, stack_objects, wait_until
@@ -41,6 +41,8 @@ assert ENV.job.probe is not None, "the local stack runs the probe"
 STEPS = ENV.job.probe.steps
 TENANT = ENV.job.tenant
 CLI = str(Path(sys.executable).parent / "grpo-infra")
+# Two CPU nodes (`kube up --cpu-nodes 2`): the submitter runs apart from its head, as on a head pool of two.
+CPU_NODES = cpu_node_names(2)
 
 
 def job_objects() -> list[dict[str, Any]]:
@@ -81,7 +83,7 @@ def kube() -> Iterator[Paths]:
         for path in made:
             path.mkdir(parents=True)
         try:
-            with local_cluster(ENV, nodes="real", archives=archives, locked=True) as paths:
+            with local_cluster(ENV, nodes="real", archives=archives, locked=True, cpu_nodes=len(CPU_NODES)) as paths:
                 yield paths
         finally:
             for path in made:
@@ -97,6 +99,10 @@ def probe_events(log: str) -> list[dict[str, Any]]:
 
 def ray_pods(paths: Paths) -> list[dict[str, Any]]:
     return [p for p in get(paths, "pods", "-n", TENANT)["items"] if "ray.io/node-type" in p["metadata"]["labels"]]
+
+
+def submitter_pods(paths: Paths) -> list[dict[str, Any]]:
+    return get(paths, "pods", "-n", TENANT, "-l", f"batch.kubernetes.io/job-name={ENV.job.name}")["items"]
 
 
 def rayjob(paths: Paths) -> dict[str, Any]:
@@ -139,7 +145,11 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
     )
     workers = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
     head = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
-    assert [p["spec"]["nodeName"] for p in head] == [CPU_NODE]
+    (head_node,) = [p["spec"]["nodeName"] for p in head]
+    assert head_node in CPU_NODES
+    # The submitter on the other CPU node (its preferred anti-affinity to the head), so it outlives the head's.
+    submitter = wait_until(lambda: [p for p in submitter_pods(kube) if p["spec"].get("nodeName")], 300, "submitter")
+    assert [p["spec"]["nodeName"] for p in submitter] == [n for n in CPU_NODES if n != head_node]
     # One worker per GPU node of the pool (its label selected, its taint tolerated), never two on one.
     assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
     assert {p["spec"]["nodeName"] for p in workers} <= set(pool_hosts(POOL))
@@ -286,17 +296,19 @@ def drill_project(tmp_path: Path, steps: int) -> Path:
     return project
 
 
-def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: float | None) -> None:
+def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> None:
     """Run the job with `grpo-infra up --wait`; at step 2 kill the node of one `role` pod ("worker" or
-    "head") the way a machine dies; with `reboot_after`, boot it again that many seconds later (a machine
-    that reboots), else declare it out of service (the runbook for a machine that is gone). Then: KubeRay
-    retries the attempt as a new Ray cluster, every pod new, and the new attempt resumes from the last
-    checkpoint on the nodes' shared path and advances to the last step (the step numbers are asserted)."""
+    "head") the way a machine dies; `then`: "reboot" boots it again 45 s later (a machine that reboots),
+    "out-of-service" declares it so (the runbook for a machine that is gone), "nothing" leaves it dead
+    and untouched. Then: KubeRay retries the attempt as a new Ray cluster, every pod new, and the new
+    attempt resumes from the last checkpoint on the nodes' shared path and advances to the last step
+    (the step numbers are asserted)."""
     steps = 10
     project = drill_project(tmp_path, steps)
     tracker = host_paths()[0] / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     output = tmp_path / "up.log"
+    victim = ""
     with output.open("w") as sink:
         up = subprocess.Popen(
             as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
@@ -312,17 +324,20 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: fl
         victim = sorted(
             p["spec"]["nodeName"] for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == role
         )[0]
+        if role == "head":
+            assert victim not in {p["spec"]["nodeName"] for p in submitter_pods(kube)}, "the submitter lives on"
         killed_at_step = int(tracker.read_text())
         lost = time.monotonic()
         assert cluster.kill_node(victim), f"nothing of {victim} to kill"
-        if reboot_after is None:
-            wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
-            # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
-            cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
-        else:
-            time.sleep(reboot_after)
+        if then == "reboot":
+            time.sleep(45)
             cluster.boot_node(victim)
             wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
+        else:
+            wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
+        if then == "out-of-service":
+            # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
+            cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
         back = time.monotonic() - lost
         wait_until(
             lambda: rayjob(kube).get("status", {}).get("rayClusterName") not in (None, "", first),
@@ -330,9 +345,10 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: fl
             "a new Ray cluster",
         )
         retried = time.monotonic() - lost
+        # Pods left on a dead node stay Terminating (nothing there to stop them): not the new gang's.
         new = wait_until(
             lambda: (
-                (ps := ray_pods(kube))
+                (ps := [p for p in ray_pods(kube) if not p["metadata"].get("deletionTimestamp")])
                 and len(ps) == ENV.gang.nodes + 1
                 and all(p["metadata"]["labels"].get("ray.io/cluster") != first for p in ps)
                 and all(p["spec"].get("nodeName") for p in ps)
@@ -344,7 +360,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: fl
         assert not set(old) & {p["metadata"]["name"] for p in new}, "every pod of the gang is new"
         workers = [p for p in new if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
         assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
-        if reboot_after is None:
+        if then != "reboot":
             assert victim not in {p["spec"]["nodeName"] for p in new}
         up.wait(timeout=900)
         out = output.read_text()
@@ -360,24 +376,36 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, reboot_after: fl
         assert saved and saved[0] == resumed["from_step"] + 1, saved
         assert int(tracker.read_text()) == steps, "the resumed attempt advanced to the last step"
         print(
-            f"{role} node loss: {victim} killed at step {killed_at_step}; "
-            f"{'back' if reboot_after is not None else 'NotReady'} after {back:.0f}s; new Ray cluster after "
+            f"{role} node loss ({then}): {victim} killed at step {killed_at_step}; "
+            f"{'back' if then == 'reboot' else 'NotReady'} after {back:.0f}s; new Ray cluster after "
             f"{retried:.0f}s; resumed from step {resumed['from_step']}; SUCCEEDED {time.monotonic() - lost:.0f}s "
             "after the loss"
         )
     finally:
         if up.poll() is None:
             up.kill()
+        if then == "nothing" and victim:
+            # The machine is repaired: its kubelet comes back and ends what was left Terminating there.
+            cluster.boot_node(victim)
+            wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
         )
 
 
 def test_a_rebooted_head_node_restarts_the_whole_gang_which_resumes_and_advances(kube: Paths, tmp_path: Path) -> None:
-    """The head's node (the CPU node, which also runs the submitter) dies and reboots 45 s later: the
-    submitter's pod is found failed, KubeRay retries the attempt as a new Ray cluster (docs/kubernetes.md
+    """The head's CPU node dies and reboots 45 s later: the submitter on the other CPU node stops hearing
+    the head's GCS and fails, KubeRay retries the attempt as a new Ray cluster (docs/kubernetes.md
     "When the head is lost"), which resumes and advances; no RayJob Running for ever."""
-    lose_a_node_mid_run(kube, tmp_path, "head", reboot_after=45)
+    lose_a_node_mid_run(kube, tmp_path, "head", then="reboot")
+
+
+def test_a_head_node_gone_for_good_restarts_the_whole_gang_on_the_other_cpu_node(kube: Paths, tmp_path: Path) -> None:
+    """The head's CPU node dies and nobody touches it (no reboot, no out-of-service taint): its pods stay
+    Terminating there for ever, yet the submitter's liveness probe fails the attempt within
+    `detectSeconds`, and KubeRay's new Ray cluster runs its head on the other CPU node, resumes and
+    advances. The dead node is booted again afterwards, for the next test."""
+    lose_a_node_mid_run(kube, tmp_path, "head", then="nothing")
 
 
 def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_advances(
@@ -387,4 +415,4 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
     step fails, the attempt fails and KubeRay retries it as a new Ray cluster on the other nodes once the
     runbook's out-of-service taint lets the dead node's pod go (docs/kubernetes.md "When a node is lost").
     Last in the module: it leaves a dead node behind."""
-    lose_a_node_mid_run(kube, tmp_path, "worker", reboot_after=None)
+    lose_a_node_mid_run(kube, tmp_path, "worker", then="out-of-service")
