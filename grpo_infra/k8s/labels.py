@@ -11,6 +11,14 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "grpo-infra"}
 # On every pod of a job's Ray cluster (head, workers, submitter): what budgets, policies and
 # `kubectl -l` select the job's pods by.
 JOB_LABEL = "grpo-infra/job"
+# KubeRay labels each Ray pod with its role (`head` or `worker`; ray-operator utils/constant.go
+# `RayNodeTypeLabelKey`).
+NODE_TYPE_LABEL = "ray.io/node-type"
+
+
+def head_pod_labels(env: Environment) -> dict[str, str]:
+    """Labels that pick out the job's Ray head pod: for `kubectl -l` and the submitter's anti-affinity."""
+    return {JOB_LABEL: env.job.name, NODE_TYPE_LABEL: "head"}
 
 
 def ray_token_secret_name(env: Environment) -> str:

@@ -20,7 +20,7 @@ from ..spec.job import NfsExport
 from .access import secret_references
 from .disruption import disruption_annotations
 from .gate import gate_enabled, gate_mount, gate_sidecar, gate_volume
-from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
+from .labels import JOB_LABEL, MANAGED_BY, head_pod_labels, ray_token_secret_name
 from .network import worker_annotations, worker_nccl_env, worker_pod_network, worker_ray_start_params
 from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
@@ -286,7 +286,7 @@ def ray_auth_options(env: Environment) -> dict[str, Any]:
 
 def head_pod_selector(env: Environment) -> str:
     """`kubectl -l` selector of the job's Ray head pod."""
-    return f"{JOB_LABEL}={env.job.name},ray.io/node-type=head"
+    return ",".join(f"{k}={v}" for k, v in head_pod_labels(env).items())
 
 
 def _head_pod(env: Environment) -> str:

@@ -16,7 +16,7 @@ from ..lifecycle.resume import guarded
 from ..preflight.gate import gate_command
 from ..spec import Environment
 from .gate import PYTHONPATH_PREFIX
-from .labels import JOB_LABEL, MANAGED_BY
+from .labels import JOB_LABEL, MANAGED_BY, head_pod_labels
 from .node_loss import submitter_liveness
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity
@@ -195,7 +195,7 @@ def _apart_from_the_head(env: Environment) -> dict[str, Any]:
     """The submitter on another node than its head where the head pool has one: a submitter that dies
     with the head's node cannot fail, and the attempt would stay Running (`submitter_liveness`).
     Preferred, not required: a one-node head pool still takes both."""
-    head = {"matchLabels": {JOB_LABEL: env.job.name, "ray.io/node-type": "head"}}
+    head = {"matchLabels": head_pod_labels(env)}
     term = {"labelSelector": head, "topologyKey": "kubernetes.io/hostname"}
     return {
         "podAntiAffinity": {

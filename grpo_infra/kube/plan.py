@@ -54,16 +54,17 @@ KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # A pod with this label is never reported Ready (for the waitForPodsReady eviction test).
 NEVER_READY_LABEL = "grpo-infra.local/never-ready"
-CPU_NODE = "grpo-cpu-0"
+CPU_NODE_PREFIX = "grpo-cpu-"
+CPU_NODE = f"{CPU_NODE_PREFIX}0"
 # More CPU nodes than one only where a test needs a head and its submitter apart (`kube up --cpu-nodes`).
 MAX_CPU_NODES = 4
 
 
 def cpu_node_names(count: int = 1) -> list[str]:
-    """The untainted CPU nodes for Ray heads and job submitters: `grpo-cpu-0` first."""
+    """The untainted CPU nodes for Ray heads and job submitters: `CPU_NODE` first."""
     if not 1 <= count <= MAX_CPU_NODES:
         raise KubeError(f"the local cluster takes 1 to {MAX_CPU_NODES} CPU nodes, not {count}")
-    return [f"grpo-cpu-{i}" for i in range(count)]
+    return [f"{CPU_NODE_PREFIX}{i}" for i in range(count)]
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "grpo-infra-kube"}
