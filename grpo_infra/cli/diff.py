@@ -20,6 +20,7 @@ import typer
 from rich.table import Table
 
 from .. import synth as synthesis
+from ..archives import UnsafeArchive, extract_all
 from ..spec.load import stack_path
 from .common import BAD_INPUT, RootOption, console, fail, load, project_root
 
@@ -74,7 +75,10 @@ def render_at_ref(stack: str, ref: str, base: Path) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="grpo-infra-diff-") as tmp:
         tree = Path(tmp) / "tree"
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tree, filter="data")
+            try:
+                extract_all(tar, tree)
+            except UnsafeArchive as err:
+                fail(f"git ref {ref!r} holds an unsafe path: {err}", BAD_INPUT)
         if not stack_path(stack, tree).is_file():
             return {}
         out = Path(tmp) / "out"

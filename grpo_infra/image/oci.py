@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..archives import UnsafeArchive, extract_all
+
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -252,7 +254,10 @@ def run_in_container(archive: Path, ref: str, command: list[str], *, timeout: fl
     with tempfile.TemporaryDirectory(prefix="grpo-image-verify-") as scratch:
         layout, bundle = Path(scratch) / "layout", Path(scratch) / "bundle"
         with tarfile.open(archive) as tar:
-            tar.extractall(layout, filter="data")
+            try:
+                extract_all(tar, layout)
+            except UnsafeArchive as err:
+                raise OCIError(f"{archive} is not a safe image layout: {err}") from err
         unpack = subprocess.run(
             ["umoci", "unpack", "--image", f"{layout}:{ref}", str(bundle)], capture_output=True, text=True
         )
