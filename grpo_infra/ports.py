@@ -29,6 +29,9 @@ FIXED_OFFSETS: dict[str, int] = {
     # DASHBOARD_METRIC_PORT=44227, ray/dashboard/consts.py; Ray 2.60), set by the lifecycle's ray_start_args.
     "autoscaler_metrics": 9,  # AUTOSCALER_METRIC_PORT
     "dashboard_metrics": 10,  # DASHBOARD_METRIC_PORT
+    # Head only, not Ray's: the Slurm run's stop order, open while the batch script stops the job's Ray
+    # (grpo_infra/lifecycle/stop_order.py).
+    "stop_order": 11,
 }
 # Worker processes take one port each from [WORKER_OFFSET, BLOCK_SIZE - 1] of the block.
 WORKER_OFFSET = 16
@@ -49,6 +52,7 @@ class RayPorts:
     metrics_export: int
     autoscaler_metrics: int
     dashboard_metrics: int
+    stop_order: int
     min_worker: int
     max_worker: int
 

@@ -20,6 +20,7 @@ from . import CHECKPOINT_TRACKER
 
 HERE = Path(__file__).parent
 READY_PROGRAM = HERE / "ray_ready.py"
+STOP_ORDER_PROGRAM = HERE / "stop_order.py"
 
 
 @cache

@@ -18,7 +18,14 @@ from .. import debug, verl
 from ..deadline import EXPIRATION_VARIABLE
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
-from ..lifecycle.ray_node import DEFAULT_READY_TIMEOUT_S, READY_PROGRAM, PortVar, library, port_vars
+from ..lifecycle.ray_node import (
+    DEFAULT_READY_TIMEOUT_S,
+    READY_PROGRAM,
+    STOP_ORDER_PROGRAM,
+    PortVar,
+    library,
+    port_vars,
+)
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
@@ -215,6 +222,7 @@ def sbatch(env: Environment) -> str:
         save_freq=job.checkpoint.save_freq,
         retries=slurm.retries,
         image_guard_program=guard_program().rstrip("\n"),
+        stop_order_program=STOP_ORDER_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
         image_guard_args=[single_quoted(a) for a in slurm_guard_args(env)],
     )
 
