@@ -8,7 +8,6 @@ Here the replay is staged exactly as it arrives, INT to every step of the runnin
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -31,11 +30,7 @@ def test_a_replayed_int_is_named_and_ignored_and_the_run_completes(local_sandbox
         extra_env={"GRPO_ENTRYPOINT": jobs.probe_command(checkpoints, steps=STEPS, step_seconds=STEP_SECONDS)},
         cwd=workdir,
     )
-    deadline = time.monotonic() + 180
-    while not (tracker.is_file() and int(tracker.read_text()) >= 1):
-        assert time.monotonic() < deadline, jobs.output(job)[-3000:]
-        assert jobs.job_state(job) not in jobs.FINAL_STATES, jobs.output(job)[-3000:]
-        time.sleep(0.2)
+    jobs.wait_for_checkpoint(job, tracker)
     assert int(tracker.read_text()) < STEPS, "the run finished before the signal; raise STEPS"
 
     replay = subprocess.run(

@@ -29,11 +29,7 @@ def test_node_loss_requeues_and_resumes_without_losing_a_step(local_sandbox: Pla
         },
         cwd=workdir,
     )
-    deadline = time.monotonic() + 180
-    while not (tracker.is_file() and int(tracker.read_text()) >= 1):
-        assert time.monotonic() < deadline, jobs.output(job)[-3000:]
-        assert jobs.job_state(job) not in jobs.FINAL_STATES, jobs.output(job)[-3000:]
-        time.sleep(0.2)
+    jobs.wait_for_checkpoint(job, tracker)
 
     # The machine "dies": its slurmd, job step and Ray processes, all at once.
     killed = sandbox.kill_node(VICTIM)
