@@ -49,4 +49,6 @@ def warnings(env: Environment) -> list[Violation]:
         from .slurm_rules import slurm_warnings
 
         return [*slurm_path_warnings(env), *slurm_warnings(env)]
-    return stand_in_warnings(env)
+    from .kubernetes_rules import kubernetes_warnings
+
+    return [*stand_in_warnings(env), *kubernetes_warnings(env)]

@@ -529,3 +529,30 @@ def _gke_driver(env: Environment) -> list[Violation]:
                 )
             )
     return out
+
+
+def kubernetes_warnings(env: Environment) -> list[Violation]:
+    """What holds a job on some clusters and not on others; never refuses a stack."""
+    return _one_head_node_on_bare_metal(env)
+
+
+def _one_head_node_on_bare_metal(env: Environment) -> list[Violation]:
+    """A RayJob's submitter keeps away from its head's node, so a head node lost for good fails the attempt
+    through the submitter's probe (grpo_infra/k8s/node_loss.py). With one head node they share it, and the
+    attempt ends only once the node object is deleted (a cloud's node controller does it when the instance is
+    gone, k8s.io/cloud-provider v0.36.3 nodelifecycle) or tainted out-of-service by a person; an existing
+    cluster has no cloud to do it."""
+    k8s = env.kubernetes
+    if k8s is None or k8s.provider != "existing" or k8s.head_pool is None or k8s.head_pool.nodes > 1:
+        return []
+    if env.job.kind not in ("rayjob", "raycronjob"):
+        return []
+    return [
+        Violation(
+            "head-pool-one-node",
+            f"{K8S}.headPool.nodes",
+            "one head node on an existing cluster: if it is lost for good, the RayJob stays Running until someone "
+            'deletes the node or taints it node.kubernetes.io/out-of-service (docs/kubernetes.md, "When the head '
+            'is lost"); give the head pool 2 nodes',
+        )
+    ]

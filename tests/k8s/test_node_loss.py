@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from grpo_infra import k8s as render
-from grpo_infra.check import violations
+from grpo_infra.check import violations, warnings
 from grpo_infra.k8s.kueue_config import manager_config
 from grpo_infra.nodepools.gke import head_node_pool_args, node_pool_args
 from grpo_infra.spec import Environment
@@ -303,3 +303,25 @@ def test_a_bucket_url_is_refused_naming_verls_posix_key(url: str) -> None:
 def test_host_path_shared_only_describes_a_host_path() -> None:
     with pytest.raises(ValidationError, match="hostPathShared"):
         variant("eks-prod", lambda raw: raw["job"]["checkpoint"]["volume"].update(hostPathShared=True))
+
+
+def _head_pool(nodes: int) -> Any:
+    def change(raw: dict[str, Any]) -> None:
+        raw["kubernetes"]["headPool"] = {"nodes": nodes, "cpus": 16, "memoryGib": 64, "labels": {"role": "ray-head"}}
+
+    return change
+
+
+def test_one_head_node_on_an_existing_cluster_is_warned_of_and_never_refused() -> None:
+    one = variant("onprem-k8s", _head_pool(1))
+    assert [(w.rule, w.where) for w in warnings(one)] == [
+        ("head-pool-one-node", "grpo-infra:environment.kubernetes.headPool.nodes")
+    ]
+    assert "out-of-service" in warnings(one)[0].message
+    assert "head-pool-one-node" not in [v.rule for v in violations(one)]
+    # Two head nodes keep the submitter off its head's node; a cloud deletes a lost instance's node itself.
+    assert warnings(variant("onprem-k8s", _head_pool(2))) == []
+    assert warnings(env_of("eks-prod")) == []
+    # A RayCluster has no submitter to fail: nothing to warn of.
+    interactive = variant("onprem-k8s", _head_pool(1), lambda raw: raw["job"].update(kind="raycluster"))
+    assert "head-pool-one-node" not in [w.rule for w in warnings(interactive)]
