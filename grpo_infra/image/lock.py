@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,6 +253,14 @@ def compile_command(uv: str, inputs: LockInputs, *, constraints: bool) -> list[s
     return command
 
 
+def resolver_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """uv's environment: never download a Python (the resolver targets the image's version, not an
+    interpreter here), and trust the machine's certificate store as pip does (its truststore default), so
+    a TLS-inspecting proxy whose CA is in that store works without SSL_CERT_FILE. uv alone trusts only its
+    bundled roots ("invalid peer certificate: UnknownIssuer"); `UV_SYSTEM_CERTS=0` turns this off."""
+    return {**environ, "UV_PYTHON_DOWNLOADS": "never", "UV_SYSTEM_CERTS": environ.get("UV_SYSTEM_CERTS", "1")}
+
+
 def resolve(image: Image, *, pinned: str | None = None, uv: str | None = None) -> str:
     """The resolved requirements (no header) of the image's Python set; with `pinned`, held to its pins.
 
@@ -272,8 +281,7 @@ def resolve(image: Image, *, pinned: str | None = None, uv: str | None = None) -
             cwd=folder,
             capture_output=True,
             text=True,
-            # Never download a Python: the resolver targets the image's version, not an interpreter here.
-            env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+            env=resolver_environment(os.environ),
         )
         if run.returncode != 0:
             reason = " ".join(line.strip() for line in run.stderr.splitlines() if not line.startswith("warning:"))

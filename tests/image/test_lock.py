@@ -149,6 +149,22 @@ def test_every_shipped_lock_still_resolves_on_the_index() -> None:
     assert problems == {}
 
 
+# Variables that point a TLS client at a CA bundle; a fresh login shell (or `env -i`) has none of them.
+CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "UV_SYSTEM_CERTS")
+
+
+def test_the_resolver_trusts_the_machines_certificate_store_without_ca_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As pip does: behind a TLS-inspecting proxy whose CA is only in the system store, uv's own roots
+    fail ("invalid peer certificate: UnknownIssuer")."""
+    for name in CA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    image = stack("local-k8s").image
+    assert locking.verify(image, image.build.lock, uv=uv()) is None  # type: ignore[union-attr,arg-type]
+    assert locking.resolver_environment({"UV_SYSTEM_CERTS": "0"})["UV_SYSTEM_CERTS"] == "0"
+
+
 def test_a_pin_that_no_longer_resolves_fails_verification() -> None:
     image = stack("gke-dev").image
     assert image.build is not None and image.build.lock is not None
