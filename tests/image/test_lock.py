@@ -211,7 +211,7 @@ def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
     )
     venv = tmp_path / "venv"
     subprocess.run([binary, "venv", "-q", "--seed", "-p", sys.executable, str(venv)], check=True, timeout=120)
-    environ = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PYTHON_DOWNLOADS": "never"}
+    environ = {**locking.resolver_environment(os.environ), "VIRTUAL_ENV": str(venv)}
     install = subprocess.run(
         [binary, "pip", "install", "-q", "-r", "gate.txt", "-c", "pins.txt"],
         cwd=tmp_path,
