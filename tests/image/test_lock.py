@@ -210,8 +210,11 @@ def test_the_gate_runs_on_the_locked_set_without_pulumi(tmp_path: Path) -> None:
         "\n".join(f"{n}=={v}" for n, v in sorted(pinned.items()) if n != "flash-attn") + "\n"
     )
     venv = tmp_path / "venv"
-    subprocess.run([binary, "venv", "-q", "--seed", "-p", sys.executable, str(venv)], check=True, timeout=120)
-    environ = {**locking.resolver_environment(os.environ), "VIRTUAL_ENV": str(venv)}
+    seeded = locking.resolver_environment(os.environ)
+    subprocess.run(
+        [binary, "venv", "-q", "--seed", "-p", sys.executable, str(venv)], check=True, timeout=120, env=seeded
+    )
+    environ = {**seeded, "VIRTUAL_ENV": str(venv)}
     install = subprocess.run(
         [binary, "pip", "install", "-q", "-r", "gate.txt", "-c", "pins.txt"],
         cwd=tmp_path,
