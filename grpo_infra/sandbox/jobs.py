@@ -112,8 +112,8 @@ def wait_for_state(
     raise SandboxError(f"job {job_id} still {state} after {timeout:.0f}s (waited for {sorted(wanted)})")
 
 
-def wait_for_checkpoint(job_id: int, tracker: Path, *, step: int = 1, timeout: float = 180, root: Path = ROOT) -> int:
-    """Until the job's checkpoint tracker says `step` or later (the run is training); the step it says.
+def wait_for_checkpoint(job_id: int, tracker: Path, *, step: int = 1, timeout: float = 180, root: Path = ROOT) -> None:
+    """Until the job's checkpoint tracker says `step` or later (the run is training).
     Raises with the end of the job's output if the job ends first or the timeout passes."""
     deadline = time.monotonic() + timeout
     while not (tracker.is_file() and int(tracker.read_text() or 0) >= step):
@@ -122,7 +122,6 @@ def wait_for_checkpoint(job_id: int, tracker: Path, *, step: int = 1, timeout: f
                 f"job {job_id} saved no step {step} in {timeout:.0f}s:\n{output(job_id, root=root)[-3000:]}"
             )
         time.sleep(0.2)
-    return int(tracker.read_text())
 
 
 def output(job_id: int, *, root: Path = ROOT) -> str:
