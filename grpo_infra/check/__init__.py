@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..spec import Environment
 from .gang_rules import gang_violations
 from .image_rules import image_violations
-from .kind_rules import kind_violations
+from .kind_rules import kind_violations, kind_warnings
 from .launcher_rules import launcher_violations
 from .paths import checkpoint_violations
 from .stand_in_rules import stand_in_violations, stand_in_warnings
@@ -51,4 +51,4 @@ def warnings(env: Environment) -> list[Violation]:
         return [*slurm_path_warnings(env), *slurm_warnings(env)]
     from .kubernetes_rules import kubernetes_warnings
 
-    return [*stand_in_warnings(env), *kubernetes_warnings(env)]
+    return [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env)]

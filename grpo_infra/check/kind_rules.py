@@ -7,6 +7,7 @@ accept and then run badly (or never); one line each, `check` exits 1.
 
 from __future__ import annotations
 
+from ..k8s.operators import KUBERAY_VERSION
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.job import MAX_NAME
 from .violation import Violation
@@ -37,6 +38,33 @@ def kind_violations(env: Environment) -> list[Violation]:
     if kind == "raycluster":
         return _cluster_lifetime(env)
     return _cron(env)
+
+
+def kind_warnings(env: Environment) -> list[Violation]:
+    """What the pinned operator does with the kind that the stack file cannot change; never refuses."""
+    if env.job.kind != "raycronjob" or env.kubernetes is None:
+        return []
+    return _duplicate_runs(env)
+
+
+def _duplicate_runs(env: Environment) -> list[Violation]:
+    """KubeRay before v1.7.0 names each run `<name>-<5 random chars>` and reconciles the RayCronJob again as
+    soon as the run exists (`Owns(&RayJob{})`), from a cache that may not hold the new `lastScheduleTime`
+    yet: that pass creates a second RayJob for the same tick (v1.6.2 controllers/ray/raycronjob_controller.go
+    `Reconcile`, `constructRayJob`; kuberay#4849). v1.7.0 names runs by the tick and takes `AlreadyExists` as
+    done (kuberay#4888). Seen on the local cluster (tests/kube/test_kinds.py)."""
+    major, minor, *_ = (int(part) for part in KUBERAY_VERSION.split("."))
+    if (major, minor) >= (1, 7):
+        return []
+    return [
+        Violation(
+            "raycronjob-duplicate-runs",
+            f"{ENV}.job.kind",
+            f"KubeRay {KUBERAY_VERSION} may create two RayJobs for one tick (kuberay#4849, fixed in 1.7.0): Kueue "
+            "admits one, the other waits for the quota and then runs the same work again; delete the suspended run "
+            f"of `{env.job.name}` whose `ray.io/cronjob-scheduled-timestamp` an admitted run already has",
+        )
+    ]
 
 
 def _cluster_lifetime(env: Environment) -> list[Violation]:

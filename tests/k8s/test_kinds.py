@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from grpo_infra import k8s as render
-from grpo_infra.check import violations
+from grpo_infra.check import kind_rules, violations, warnings
 from grpo_infra.k8s.gate import GATE_CONTAINER, GATE_VOLUME
 from grpo_infra.k8s.kinds import gang_view
 from grpo_infra.k8s.operators import kuberay_release
@@ -214,3 +214,15 @@ def test_the_pulumi_program_registers_the_kinds_object_in_the_jobs_component(kin
     if kind == "raycronjob":
         names = [q.inputs["metadata"]["name"] for q in g.of_type("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")]
         assert DEFAULT_LOCAL_QUEUE in names
+
+
+def test_a_raycronjob_on_kuberay_1_6_is_warned_of_duplicate_runs_and_never_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cron = variant("eks-prod", as_kind("raycronjob"))
+    [warning] = [w for w in warnings(cron) if w.rule == "raycronjob-duplicate-runs"]
+    assert "kuberay#4849" in warning.message and "1.6.2" in warning.message
+    assert "raycronjob-duplicate-runs" not in _rules(cron)
+    assert not [w for w in warnings(env_of("eks-prod")) if w.rule == "raycronjob-duplicate-runs"], "rayjob runs once"
+    monkeypatch.setattr(kind_rules, "KUBERAY_VERSION", "1.7.0")
+    assert not [w for w in warnings(cron) if w.rule == "raycronjob-duplicate-runs"], "named by the tick from 1.7.0"
