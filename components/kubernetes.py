@@ -20,7 +20,7 @@ from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
 from grpo_infra.k8s.gate import gate_config_map
 from grpo_infra.k8s.labels import ray_token_secret_name
-from grpo_infra.k8s.operators import kuberay_release, kueue_release, uses_kueue
+from grpo_infra.k8s.operators import kuberay_release, kueue_release, kueue_role_patches, uses_kueue
 from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
 from grpo_infra.spec import PROJECT, Environment
 
@@ -113,7 +113,11 @@ class _Operator(pulumi.ComponentResource):
             atomic=True,
             opts=_child(self, opts, self.namespace),
         )
+        self.after_release(opts)
         self.register_outputs({"namespace": args.namespace, "release": args.name, "version": args.version})
+
+    def after_release(self, opts: pulumi.ResourceOptions | None) -> None:
+        """What the operator adds to its chart's objects (nothing by default)."""
 
 
 class KubeRayOperator(_Operator):
@@ -123,9 +127,22 @@ class KubeRayOperator(_Operator):
 
 
 class Kueue(_Operator):
-    """Kueue's chart with the complete manager configuration; it owns the queues' finalizers."""
+    """Kueue's chart with the complete manager configuration; it owns the queues' finalizers. Its aggregated
+    ClusterRoles lose their aggregation rule before the chart is uninstalled (`kueue_role_patches`)."""
 
     TYPE = f"{PREFIX}:Kueue"
+
+    def after_release(self, opts: pulumi.ResourceOptions | None) -> None:
+        # After the release, so `pulumi destroy` removes each patch (the rule with it) before the release.
+        self.role_patches = [
+            k8s.rbac.v1.ClusterRolePatch(
+                patch["metadata"]["name"],
+                metadata=patch["metadata"],
+                aggregation_rule=patch["aggregationRule"],
+                opts=_child(self, opts, self.release),
+            )
+            for patch in kueue_role_patches()
+        ]
 
 
 @dataclass(frozen=True)

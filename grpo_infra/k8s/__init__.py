@@ -15,7 +15,7 @@ from .disruption import pod_disruption_budget
 from .gate import gate_config_map
 from .kinds import gang_view, workload
 from .namespaces import tenant_namespaces
-from .operators import helm_releases
+from .operators import helm_releases, kueue_role_patches, uses_kueue
 from .queues import queue_objects
 from .raycluster import ray_cluster
 from .raycronjob import default_local_queue, ray_cron_job
@@ -66,11 +66,15 @@ def cron_queues(env: Environment) -> list[dict[str, Any]]:
 
 
 def render_files(env: Environment) -> dict[str, str]:
-    """`kubernetes/<object>.yaml` per object, `helm/<release>.yaml` per release, and the secret references."""
+    """`kubernetes/<object>.yaml` per object, `helm/<release>.yaml` per release (and the patches of Kueue's
+    roles), and the secret references."""
     files = {f"kubernetes/{object_filename(obj)}": dump_yaml(obj) for obj in objects(env)}
     for release in helm_releases(env):
         body = {k: release[k] for k in ("chart", "repository", "version", "namespace", "values")}
         files[f"helm/{release['name']}.yaml"] = dump_yaml(body)
+    if uses_kueue(env):
+        # Server-side patches of the Kueue chart's own roles, applied with it (`kueue_role_patches`).
+        files["helm/kueue-role-patches.yaml"] = "---\n".join(dump_yaml(p) for p in kueue_role_patches())
     refs = secret_references(env)
     if refs:
         files["kubernetes/secret-references.yaml"] = dump_yaml(

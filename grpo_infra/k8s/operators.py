@@ -126,6 +126,44 @@ def kueue_release(env: Environment) -> dict[str, Any]:
     }
 
 
+# Kueue 0.19.2's two aggregated ClusterRoles (chart templates/rbac/batch_user_role.yaml, batch_admin_role.yaml),
+# named after the release, with the label each gathers its rules from.
+KUEUE_AGGREGATED_ROLES = {
+    "kueue-batch-user-role": "rbac.kueue.x-k8s.io/batch-user",
+    "kueue-batch-admin-role": "rbac.kueue.x-k8s.io/batch-admin",
+}
+
+
+def kueue_role_patches() -> list[dict[str, Any]]:
+    """Kueue's aggregated ClusterRoles, their `aggregationRule` taken over by a server-side patch, so that
+    `pulumi destroy` drops the rule before Helm uninstalls the chart.
+
+    Why: kube-controller-manager's aggregation controller re-aggregates every role with an aggregation rule
+    on any ClusterRole event, reading its cache, and writes with a forced apply, which creates a role that is
+    gone (k8s.io/kubernetes v1.36.3 pkg/controller/clusterroleaggregation `syncClusterRole`,
+    `applyClusterRoles`). Helm deletes the aggregated role and then its ~45 labelled roles; a sync that reads
+    the cache before it saw the deletion makes the role again, without labels, and Helm's uninstall waits for
+    it by name until its timeout (helm v3.18.6 pkg/kube/wait.go `waitForDeletedResources`): `pulumi destroy`
+    failed with "context deadline exceeded" after 5 min, twice out of two on the local cluster. A role
+    without an aggregation rule is never queued (`enqueue`) nor written, so once the patch is removed (the
+    provider releases the fields it owns, pulumi-kubernetes pkg/ssa `Relinquish`) the race is gone.
+
+    The patch spells the chart's selector as the equal `matchExpressions` form: an equal value would be
+    shared with Helm's field manager and kept when the patch lets go; a different spelling is taken over
+    (`pulumi.com/patchForce`), owned by the patch alone, and removed with it."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "annotations": {"pulumi.com/patchForce": "true"}},
+            "aggregationRule": {
+                "clusterRoleSelectors": [{"matchExpressions": [{"key": label, "operator": "In", "values": ["true"]}]}]
+            },
+        }
+        for name, label in KUEUE_AGGREGATED_ROLES.items()
+    ]
+
+
 def helm_releases(env: Environment) -> list[dict[str, Any]]:
     """Every Helm release the stack installs, in install order."""
     releases = [kuberay_release(env)]
