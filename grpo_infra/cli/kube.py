@@ -35,6 +35,14 @@ CpuNodesOption = Annotated[
         "runs apart from its head and fails the attempt when the head's node is lost (docs/kubernetes.md).",
     ),
 ]
+OperatorsOption = Annotated[
+    str,
+    typer.Option(
+        "--operators",
+        help="processes: Kueue and KubeRay run on this machine, ready at once; charts (real nodes): `grpo-infra up` "
+        "installs both from the stack's Helm charts, as pods, as on a cloud (docs/local-kubernetes.md).",
+    ),
+]
 
 
 @app.command()
@@ -42,14 +50,17 @@ def up(
     stack: StackOption = "local-k8s",
     nodes: NodesOption = "auto",
     cpu_nodes: CpuNodesOption = 1,
+    operators: OperatorsOption = "processes",
     root: RootOption = None,
 ) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
     loaded = load(stack, root)
     if nodes not in kube.NODE_MODES:
         fail(f"--nodes must be one of {', '.join(kube.NODE_MODES)}, not {nodes!r}")
+    if operators not in kube.OPERATOR_MODES:
+        fail(f"--operators must be one of {', '.join(kube.OPERATOR_MODES)}, not {operators!r}")
     try:
-        state = kube.up(stack, loaded.environment, nodes=nodes, cpu_nodes=cpu_nodes)
+        state = kube.up(stack, loaded.environment, nodes=nodes, cpu_nodes=cpu_nodes, operators=operators)
     except KubeError as exc:
         fail(str(exc))
     if state.get("images_note"):

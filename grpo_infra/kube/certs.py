@@ -20,6 +20,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 VALID_DAYS = 30
 
 
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
 @dataclass(frozen=True)
 class Pki:
     """Paths of the PEM files `write_pki` made."""
@@ -122,6 +125,9 @@ def write_pki(directory: Path, serving_names: list[str], serving_ips: list[str],
     issue("apiserver", _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, serving_names, serving_ips)
     issue("admin", _name("grpo-infra-admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, [], [])
     issue("webhook", _name("grpo-infra-webhooks"), ExtendedKeyUsageOID.SERVER_AUTH, ["localhost"], ["127.0.0.1"])
+    # The aggregator's client: the API server proxies to an aggregated API (Kueue's visibility server, run as
+    # a pod from its chart) with this certificate, and the extension server trusts the user it names.
+    issue(FRONT_PROXY_CLIENT, _name(FRONT_PROXY_CLIENT), ExtendedKeyUsageOID.CLIENT_AUTH, [], [])
     for node in kubelets:
         issue(
             f"kubelet-{node}", _name(f"system:node:{node}", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, [], []

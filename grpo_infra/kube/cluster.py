@@ -33,8 +33,8 @@ from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..localnode import teardown
 from ..processes import pid_of, wait_for
 from ..spec import Environment, load_stack
-from . import images, nodeimages, realnodes
-from .certs import Pki, write_pki
+from . import images, nodeimages, operator_images, realnodes
+from .certs import FRONT_PROXY_CLIENT, Pki, write_pki
 from .nodes import LINK_PREFIX, NAMESPACE_PREFIX, bridge_address, real_nodes
 from .plan import (
     KUEUE_METRICS_CERTS,
@@ -72,6 +72,8 @@ COMPONENTS = (
     "ray-operator",
 )
 NODE_MODES = ("auto", "real", "fake")
+# Where Kueue and KubeRay run: host processes started by `up`, or pods of their Helm releases (`grpo-infra up`).
+OPERATOR_MODES = ("processes", "charts")
 
 
 def tool(name: str) -> str:
@@ -235,23 +237,33 @@ def up(
     nodes: str = "auto",
     archives: list[Path] | None = None,
     cpu_nodes: int = 1,
+    operators: str = "processes",
 ) -> dict[str, Any]:
-    """Start the cluster for `stack` and wait until its nodes are Ready and both operators serve.
+    """Start the cluster for `stack` and wait until its nodes are Ready (and, as processes, both operators serve).
     `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
+    `operators`: `processes` (Kueue and KubeRay on the host, their CRDs applied here), or `charts` (real nodes
+    only: nothing of theirs yet; `grpo-infra up` installs both from the stack's Helm charts, as on a cloud).
     `archives`: the images real nodes get besides the pause image (default: the stack's job image
     if it is built, `images.node_archives`; the operators run as host processes here).
     `cpu_nodes`: untainted nodes for heads and submitters; with two, a submitter outlives its head's node."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
     cpu_node_names(cpu_nodes)  # refused before anything is torn down
+    if operators not in OPERATOR_MODES:
+        raise KubeError(f"operators must be one of {', '.join(OPERATOR_MODES)}, not {operators!r}")
     mode, why_fake = node_mode(nodes)
+    if operators == "charts" and mode != "real":
+        because = why_fake or "--nodes fake"
+        raise KubeError(
+            f"the operators' charts need real nodes (KWOK nodes start no pod), and these would be fake: {because}"
+        )
     require_tools()
     down(root)
     _ports_free()
     paths = Paths(root)
     started = time.monotonic()
     try:
-        state = _bring_up(stack, env, paths, timeout, mode, archives, cpu_nodes)
+        state = _bring_up(stack, env, paths, timeout, mode, archives, cpu_nodes, operators)
         if why_fake:
             state["fake_because"] = why_fake
     except BaseException:
@@ -263,7 +275,14 @@ def up(
 
 
 def _bring_up(
-    stack: str, env: Environment, paths: Paths, timeout: float, mode: str, archives: list[Path] | None, cpu_nodes: int
+    stack: str,
+    env: Environment,
+    paths: Paths,
+    timeout: float,
+    mode: str,
+    archives: list[Path] | None,
+    cpu_nodes: int,
+    operators: str,
 ) -> dict[str, Any]:
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.config("x").parent.mkdir(parents=True, exist_ok=True)
@@ -286,6 +305,7 @@ def _bring_up(
         "stack": stack,
         "nodes_mode": mode,
         "cpu_nodes": cpu_nodes,
+        "operators": operators,
         "created_outside_root": created_outside,
     }
     paths.state.write_text(json.dumps(state) + "\n")
@@ -295,15 +315,19 @@ def _bring_up(
         realnodes.wrap(realnodes.forward_apiserver)
 
     _start_control_plane(paths, pki, timeout)
-    # Namespaces the operators and tests expect, then the CRDs (established before any CR is made).
-    apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
-    # validate=false: the API server still checks the CRDs; kubectl skips fetching the OpenAPI
-    # document, which is slow to build while these large CRDs are being added.
-    apply(paths, crds(pki.ca.read_bytes()), validate="false")
-    kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
+    if operators == "processes":
+        # Namespaces the operators and tests expect, then the CRDs (established before any CR is made); from
+        # their charts instead, `grpo-infra up` makes both (a chart's CRDs must not exist before its release).
+        apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
+        # validate=false: the API server still checks the CRDs; kubectl skips fetching the OpenAPI
+        # document, which is slow to build while these large CRDs are being added.
+        apply(paths, crds(pki.ca.read_bytes()), validate="false")
+        kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
 
     if planned:
         notes: list[str] = []
+        if archives is None and operators == "charts":
+            archives = [*operator_images.ensure_all(), *_job_archive(env, stack, notes)]
         names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes)
         if notes:
             state["images_note"] = notes[0]
@@ -313,9 +337,10 @@ def _bring_up(
         fakes = fake_nodes(env, cpu_nodes)
         apply(paths, fakes)
         names = [n["metadata"]["name"] for n in fakes]
-    _start_kueue(paths, pki, env, created_outside, timeout)
-    paths.state.write_text(json.dumps(state) + "\n")
-    _start_kuberay(paths, timeout, dns=bridge_address() if planned else None)
+    if operators == "processes":
+        _start_kueue(paths, pki, env, created_outside, timeout)
+        paths.state.write_text(json.dumps(state) + "\n")
+        _start_kuberay(paths, timeout, dns=bridge_address() if planned else None)
     kubectl(paths, "wait", "--for=condition=Ready", *[f"node/{n}" for n in names], f"--timeout={int(timeout)}s")
     if planned:
         kubectl(paths, "label", "node", "--overwrite", *names, *[f"{k}={v}" for k, v in MANAGED_BY.items()])
@@ -405,11 +430,7 @@ def _start_real_nodes(
     _start(paths, "dnsmasq", realnodes.dns_argv(paths))
     _start(paths, "dnsfeed", realnodes.dnsfeed_argv(paths), env=realnodes.node_env(paths.root))
     if archives is None:
-        try:
-            archives = images.node_archives(env, realnodes.PROJECT, stack, operators=False)
-        except OCIError as exc:
-            archives = []
-            note.append(f"the job's image is not loaded into the nodes: {exc}")
+        archives = _job_archive(env, stack, note)
     archives = [nodeimages.pause_archive(), *archives]
     for node in planned:
         realnodes.prepare_node(node, paths, created)
@@ -471,6 +492,17 @@ def _start_control_plane(paths: Paths, pki: Pki, timeout: float) -> None:
             "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             "--profiling=false",
+            # Webhooks and aggregated APIs served by pods (the operators from their charts): the API server
+            # calls a Service's ready endpoint by its pod address, as no kube-proxy routes a ClusterIP here,
+            # and proxies to an aggregated API as the front proxy, whose user the extension server trusts.
+            "--enable-aggregator-routing=true",
+            f"--proxy-client-cert-file={pki.crt(FRONT_PROXY_CLIENT)}",
+            f"--proxy-client-key-file={pki.key(FRONT_PROXY_CLIENT)}",
+            f"--requestheader-client-ca-file={pki.ca}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         ],
     )
     _wait(paths, "kube-apiserver", lambda: _https_ok(f"{server_url()}/readyz", pki), timeout)
@@ -595,6 +627,15 @@ def _cluster_resolver(paths: Paths, argv: list[str], dns: str | None) -> list[st
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", bind, str(conf), *argv]
 
 
+def _job_archive(env: Environment, stack: str, note: list[str]) -> list[Path]:
+    """The stack's job image if it is built (else nothing, and `note` says so)."""
+    try:
+        return images.node_archives(env, realnodes.PROJECT, stack, operators=False)
+    except OCIError as exc:
+        note.append(f"the job's image is not loaded into the nodes: {exc}")
+        return []
+
+
 def _start_kuberay(paths: Paths, timeout: float, dns: str | None = None) -> None:
     _start(
         paths,
@@ -714,8 +755,8 @@ def env_exports(root: Path = ROOT) -> str:
 
 def engine_settings(stack: str, root: Path = ROOT) -> Settings:
     """The Pulumi engine pointed at the local cluster: its kubeconfig, a file backend under the
-    cluster's root, and the operators the cluster already runs."""
-    load_state(root)
+    cluster's root, and the operators: those the cluster runs as processes, or the charts the stack installs."""
+    state = load_state(root)
     require_tools(PULUMI_TOOLS)
     paths = Paths(root)
     return Settings(
@@ -725,5 +766,5 @@ def engine_settings(stack: str, root: Path = ROOT) -> Settings:
         pulumi_home=paths.pulumi_home,
         work_dir=paths.root / "pulumi-work" / stack,
         kubeconfig=paths.kubeconfig,
-        operators_installed=True,
+        operators_installed=state.get("operators", "processes") == "processes",
     )

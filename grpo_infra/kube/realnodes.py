@@ -45,7 +45,7 @@ from .nodes import (
     kubelet_kubeconfig,
     node_subnet,
 )
-from .plan import POD_CIDR, PORTS, KubeError, Paths, Tool
+from .plan import POD_CIDR, PORTS, SERVICE_CIDR, KubeError, Paths, Tool
 from .versions import KUBERNETES
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -113,6 +113,23 @@ def build_network(nodes: list[RealNode]) -> None:
         for other in nodes:
             if other is not node:
                 run(["ip", "-n", node.namespace, "route", "add", other.pod_cidr, "via", other.address])
+        route_kubernetes_service(node.namespace, host)
+
+
+def kubernetes_service_ip() -> str:
+    """The `kubernetes` Service's cluster IP: the API server gives it the first address of its range
+    (k8s.io/kubernetes v1.36.3 pkg/controlplane/apiserver/options/options.go `ServiceIPRange`)."""
+    return str(next(ipaddress.IPv4Network(SERVICE_CIDR).hosts()))
+
+
+def route_kubernetes_service(namespace: str, host: str) -> None:
+    """Pods reach the API server in-cluster (KUBERNETES_SERVICE_HOST, what an operator's client reads) as
+    kube-proxy would route it: the one ClusterIP any pod here needs, DNAT-ed in the node's namespace to
+    the API server's forward on the bridge. Rules of the node's namespace go with it."""
+    target = f"{host}:{PORTS['apiserver']}"
+    rule = ["-d", kubernetes_service_ip(), "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", target]
+    for chain in ("PREROUTING", "OUTPUT"):  # from pods, and from the node's own processes
+        run(["ip", "netns", "exec", namespace, "iptables", "-t", "nat", "-A", chain, *rule])
 
 
 def forward_apiserver() -> None:

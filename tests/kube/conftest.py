@@ -61,10 +61,12 @@ def local_cluster(
     archives: list[Path] | None = None,
     locked: bool = False,
     cpu_nodes: int = 1,
+    operators: str = "processes",
 ) -> Iterator[Paths]:
     """A local cluster made from `env` (its pools' nodes, its Kueue configuration), held alone on this
     machine for as long as the block runs, and removed after it. `nodes="fake"` (KWOK) for the
-    admission tests, which need nodes larger than this machine; `"real"` for kubelets and containers."""
+    admission tests, which need nodes larger than this machine; `"real"` for kubelets and containers.
+    `operators="charts"`: no operator until `grpo-infra up` installs them from their charts (real nodes)."""
     require_binaries()
     if nodes == "real":
         require_real_nodes()
@@ -72,7 +74,9 @@ def local_cluster(
         if not locked:
             stack.enter_context(machine_lock())
         try:
-            cluster.up("local-k8s", env, nodes=nodes, timeout=180, archives=archives, cpu_nodes=cpu_nodes)
+            cluster.up(
+                "local-k8s", env, nodes=nodes, timeout=180, archives=archives, cpu_nodes=cpu_nodes, operators=operators
+            )
             yield Paths(cluster.ROOT)
         finally:
             cluster.down()

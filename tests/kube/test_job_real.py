@@ -11,6 +11,7 @@ Needs root, the real-node packages and the built kubelet; the image is built her
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -63,8 +64,10 @@ def host_paths() -> list[Path]:
     return [Path(volume.host_path), *(Path(v.host_path) for v in ENV.kubernetes.volumes if v.host_path)]
 
 
-@pytest.fixture(scope="module")
-def kube() -> Iterator[Paths]:
+@contextlib.contextmanager
+def job_cluster(operators: str = "processes") -> Iterator[Paths]:
+    """Real nodes with the stack's CPU image loaded (and, for `operators="charts"`, the operators' images),
+    and the host paths the pods mount, empty; all removed afterwards."""
     realnodes_reason = realnodes.unavailable()
     if realnodes_reason:
         unavailable(realnodes_reason)
@@ -72,7 +75,7 @@ def kube() -> Iterator[Paths]:
     # only a changed checkout rebuilds (the upper layer), and CI needs no step of its own.
     build(ENV, ROOT)
     try:
-        archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
+        archives = images.node_archives(ENV, ROOT, "local-k8s", operators=operators == "charts")
     except OCIError as exc:
         unavailable(str(exc))
     with machine_lock():  # the host paths are the machine's: another checkout's job may be using them
@@ -83,7 +86,9 @@ def kube() -> Iterator[Paths]:
         for path in made:
             path.mkdir(parents=True)
         try:
-            with local_cluster(ENV, nodes="real", archives=archives, locked=True, cpu_nodes=len(CPU_NODES)) as paths:
+            with local_cluster(
+                ENV, nodes="real", archives=archives, locked=True, cpu_nodes=len(CPU_NODES), operators=operators
+            ) as paths:
                 yield paths
         finally:
             for path in made:
@@ -91,6 +96,12 @@ def kube() -> Iterator[Paths]:
             if checkpoints.exists():
                 for child in checkpoints.iterdir():
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[Paths]:
+    with job_cluster() as paths:
+        yield paths
 
 
 def probe_events(log: str) -> list[dict[str, Any]]:

@@ -52,6 +52,16 @@ def test_a_cpu_node_count_out_of_range_is_one_line_and_starts_nothing(count: int
     assert not (cluster.ROOT / "never-made").exists()
 
 
+def test_an_operators_mode_that_is_not_known_or_needs_real_nodes_is_one_line_and_starts_nothing() -> None:
+    root = cluster.ROOT / "never-made"
+    with pytest.raises(KubeError, match="operators must be one of processes, charts, not 'pods'"):
+        cluster.up("local-k8s", local_k8s(), operators="pods", root=root)
+    # The charts' operators are pods: KWOK nodes run none, so nothing would ever serve their webhooks.
+    with pytest.raises(KubeError, match="the operators' charts need real nodes"):
+        cluster.up("local-k8s", local_k8s(), nodes="fake", operators="charts", root=root)
+    assert not root.exists()
+
+
 def test_the_kubelet_registers_the_pools_taints_and_uses_the_cluster_dns(tmp_path) -> None:
     env = local_k8s()
     node = real_nodes(env)[0]
