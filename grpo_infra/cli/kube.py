@@ -39,8 +39,9 @@ OperatorsOption = Annotated[
     str,
     typer.Option(
         "--operators",
-        help="processes: Kueue and KubeRay run on this machine, ready at once; charts (real nodes): `grpo-infra up` "
-        "installs both from the stack's Helm charts, as pods, as on a cloud (docs/local-kubernetes.md).",
+        help="charts (real nodes): `grpo-infra up` installs Kueue and KubeRay from the stack's Helm charts, as pods, "
+        "as on a cloud; processes: both run on this machine, ready at once; auto: charts on real nodes, processes "
+        "with KWOK nodes (docs/local-kubernetes.md).",
     ),
 ]
 
@@ -50,7 +51,7 @@ def up(
     stack: StackOption = "local-k8s",
     nodes: NodesOption = "auto",
     cpu_nodes: CpuNodesOption = 1,
-    operators: OperatorsOption = "processes",
+    operators: OperatorsOption = "auto",
     root: RootOption = None,
 ) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
@@ -70,6 +71,11 @@ def up(
     console.print(
         f"kube up in {state['seconds']}s: {len(state['nodes'])} {state['nodes_mode']} nodes {' '.join(state['nodes'])}"
     )
+    if state.get("operators") == "charts":
+        console.print(
+            f"operators: none yet; `grpo-infra up {stack}` installs Kueue and KubeRay from their charts",
+            highlight=False,
+        )
     console.print('use it with: eval "$(grpo-infra kube env)"; kubectl get nodes', highlight=False)
 
 

@@ -71,9 +71,11 @@ COMPONENTS = (
     "kueue",
     "ray-operator",
 )
+OPERATOR_PROCESSES = ("kueue", "ray-operator")
 NODE_MODES = ("auto", "real", "fake")
-# Where Kueue and KubeRay run: host processes started by `up`, or pods of their Helm releases (`grpo-infra up`).
-OPERATOR_MODES = ("processes", "charts")
+# Where Kueue and KubeRay run: host processes started by `up`, or pods of their Helm releases (`grpo-infra up`);
+# `auto`: the charts on real nodes, as on a cloud, and processes with KWOK nodes (which start no pod).
+OPERATOR_MODES = ("auto", "processes", "charts")
 
 
 def tool(name: str) -> str:
@@ -228,6 +230,20 @@ def node_mode(requested: str = "auto") -> tuple[str, str | None]:
     return "fake", reason
 
 
+def operator_mode(requested: str, nodes: str, why_fake: str | None = None) -> str:
+    """Where the operators run on a cluster of `nodes` (`real` or `fake`): the charts need nodes that start pods."""
+    if requested not in OPERATOR_MODES:
+        raise KubeError(f"operators must be one of {', '.join(OPERATOR_MODES)}, not {requested!r}")
+    if requested == "auto":
+        return "charts" if nodes == "real" else "processes"
+    if requested == "charts" and nodes != "real":
+        because = why_fake or "--nodes fake"
+        raise KubeError(
+            f"the operators' charts need real nodes (KWOK nodes start no pod), and these would be fake: {because}"
+        )
+    return requested
+
+
 def up(
     stack: str,
     env: Environment,
@@ -241,22 +257,17 @@ def up(
 ) -> dict[str, Any]:
     """Start the cluster for `stack` and wait until its nodes are Ready (and, as processes, both operators serve).
     `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
-    `operators`: `processes` (Kueue and KubeRay on the host, their CRDs applied here), or `charts` (real nodes
-    only: nothing of theirs yet; `grpo-infra up` installs both from the stack's Helm charts, as on a cloud).
+    `operators`: `processes` (Kueue and KubeRay on the host, their CRDs applied here), `charts` (real nodes
+    only: nothing of theirs yet; `grpo-infra up` installs both from the stack's Helm charts, as on a cloud),
+    or `auto` (`charts` on real nodes, else `processes`).
     `archives`: the images real nodes get besides the pause image (default: the stack's job image
-    if it is built, `images.node_archives`; the operators run as host processes here).
+    if it is built, `images.node_archives`, and with `charts` the operators' images).
     `cpu_nodes`: untainted nodes for heads and submitters; with two, a submitter outlives its head's node."""
     if env.target != "kubernetes":
         raise KubeError(f"the local Kubernetes runs Kubernetes stacks; stack {stack}'s target is {env.target}")
     cpu_node_names(cpu_nodes)  # refused before anything is torn down
-    if operators not in OPERATOR_MODES:
-        raise KubeError(f"operators must be one of {', '.join(OPERATOR_MODES)}, not {operators!r}")
     mode, why_fake = node_mode(nodes)
-    if operators == "charts" and mode != "real":
-        because = why_fake or "--nodes fake"
-        raise KubeError(
-            f"the operators' charts need real nodes (KWOK nodes start no pod), and these would be fake: {because}"
-        )
+    operators = operator_mode(operators, mode, why_fake)
     require_tools()
     down(root)
     _ports_free()
@@ -718,8 +729,15 @@ def status(root: Path = ROOT) -> str:
         f"local cluster of stack {state['stack']} at {server_url()} (up in {state.get('seconds', '?')}s), "
         f"{mode} nodes" + (f" ({state['fake_because']})" if state.get("fake_because") else "")
     ]
+    charts = state.get("operators") == "charts"
+    if charts:
+        lines.append(
+            f"  operators: from their charts, as pods in {KUEUE_NAMESPACE} and {KUBERAY_NAMESPACE} (`grpo-infra up`)"
+        )
     for name in COMPONENTS:
         if (name == "kwok") != (mode == "fake") and name in ("kwok", "dnsmasq", "dnsfeed"):
+            continue
+        if charts and name in OPERATOR_PROCESSES:
             continue
         pid = pid_of(paths.pidfile(name), str(root))
         lines.append(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'NOT RUNNING'}")

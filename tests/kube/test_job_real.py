@@ -1,6 +1,7 @@
 """The stack's job on real nodes, run as the README runs it: `grpo-infra kube up` (here with the stack's CPU
-image built and loaded), `eval "$(grpo-infra kube env)"`, `grpo-infra up local-k8s --wait`, `grpo-infra
-destroy local-k8s`. Kueue admits the gang, KubeRay makes the RayCluster, the head and the workers start in
+image built and loaded, and the operators as host processes, ready at once for the five `up`s of this module;
+tests/kube/test_operators_real.py runs them from their charts, `kube up`'s default on real nodes),
+`eval "$(grpo-infra kube env)"`, `grpo-infra up local-k8s --wait`, `grpo-infra destroy local-k8s`. Kueue admits the gang, KubeRay makes the RayCluster, the head and the workers start in
 real containers (the stack's CPU image: `image.variant: cpu`) on the right nodes with the device plugin's
 GPUs, the pods' image guard passes, Ray sees every worker and every GPU, the submitter runs the stack's
 own entrypoint (the world-size and resume rules around the probe, `job.probe`: placement of every rank,

@@ -54,12 +54,20 @@ def test_a_cpu_node_count_out_of_range_is_one_line_and_starts_nothing(count: int
 
 def test_an_operators_mode_that_is_not_known_or_needs_real_nodes_is_one_line_and_starts_nothing() -> None:
     root = cluster.ROOT / "never-made"
-    with pytest.raises(KubeError, match="operators must be one of processes, charts, not 'pods'"):
+    with pytest.raises(KubeError, match="operators must be one of auto, processes, charts, not 'pods'"):
         cluster.up("local-k8s", local_k8s(), operators="pods", root=root)
     # The charts' operators are pods: KWOK nodes run none, so nothing would ever serve their webhooks.
     with pytest.raises(KubeError, match="the operators' charts need real nodes"):
         cluster.up("local-k8s", local_k8s(), nodes="fake", operators="charts", root=root)
     assert not root.exists()
+
+
+def test_the_operators_come_from_their_charts_on_real_nodes_unless_asked_otherwise() -> None:
+    assert cluster.operator_mode("auto", "real") == "charts", "as on a cloud, where pods can run"
+    assert cluster.operator_mode("auto", "fake") == "processes", "KWOK nodes start no pod"
+    assert cluster.operator_mode("processes", "real") == "processes"
+    with pytest.raises(KubeError, match="need root"):
+        cluster.operator_mode("charts", "fake", "real nodes need root")
 
 
 def test_the_kubelet_registers_the_pools_taints_and_uses_the_cluster_dns(tmp_path) -> None:
