@@ -14,11 +14,12 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from ..k8s.placement import node_selector, node_taints
+from ..localnode import Machine
 from ..spec import Environment
 from .plan import POD_CIDR, PORTS, cpu_node_names, pool_hosts
 
@@ -50,30 +51,17 @@ def node_subnet() -> ipaddress.IPv4Network:
 
 
 @dataclass(frozen=True)
-class RealNode:
+class RealNode(Machine):
     """One simulated machine running a kubelet and a containerd."""
 
-    name: str
-    index: int
-    address: str
-    prefix_len: int
+    namespace_prefix: ClassVar[str] = NAMESPACE_PREFIX
+    link_prefix: ClassVar[str] = LINK_PREFIX
+
     pod_cidr: str
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
     # Extended resources its device plugin advertises (nvidia.com/gpu, fabric devices).
     devices: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def namespace(self) -> str:
-        return f"{NAMESPACE_PREFIX}{self.name}"
-
-    @property
-    def host_link(self) -> str:
-        return f"{LINK_PREFIX}{self.index}"
-
-    @property
-    def peer_link(self) -> str:
-        return f"{LINK_PREFIX}p{self.index}"
 
     @property
     def pod_gateway(self) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from ..localnode import Link, add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
+from ..localnode import add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
 from . import nodeimages
 from .nodes import (
@@ -105,7 +105,7 @@ def build_network(nodes: list[RealNode]) -> None:
     for node in nodes:
         attach(
             BRIDGE,
-            Link(node.namespace, node.host_link, node.peer_link, NODE_INTERFACE, node.address, node.prefix_len),
+            node.link(NODE_INTERFACE),
         )
         run(["ip", "-n", node.namespace, "route", "add", "default", "via", host])
         run(["ip", "route", "add", node.pod_cidr, "via", node.address])

@@ -10,6 +10,7 @@ that the cluster created.
 
 from .net import (
     Link,
+    Machine,
     add_bridge,
     attach,
     check_subnet_free,
@@ -22,6 +23,7 @@ from .teardown import remove_created, stop_pidfiles, teardown
 
 __all__ = [
     "Link",
+    "Machine",
     "add_bridge",
     "attach",
     "check_subnet_free",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .run import LocalNodeError, run
 
@@ -24,6 +25,37 @@ class Link:
     interface: str
     address: str
     prefix_len: int
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One simulated machine of a local cluster: its name, its place on the bridge and its address.
+    Each cluster names its namespaces and veth ends with prefixes of its own (a subclass sets them),
+    so the Slurm sandbox and the local Kubernetes can run side by side and never tear down each other's."""
+
+    name: str
+    index: int
+    address: str
+    prefix_len: int
+
+    namespace_prefix: ClassVar[str]
+    link_prefix: ClassVar[str]
+
+    @property
+    def namespace(self) -> str:
+        return f"{self.namespace_prefix}{self.name}"
+
+    @property
+    def host_link(self) -> str:
+        return f"{self.link_prefix}{self.index}"
+
+    @property
+    def peer_link(self) -> str:
+        return f"{self.link_prefix}p{self.index}"
+
+    def link(self, interface: str) -> Link:
+        """Its attachment to the bridge, the veth end inside named `interface`."""
+        return Link(self.namespace, self.host_link, self.peer_link, interface, self.address, self.prefix_len)
 
 
 def check_subnet_free(subnet: ipaddress.IPv4Network, hint: str) -> None:

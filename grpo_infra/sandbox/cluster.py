@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import synth
-from ..localnode import Link, add_bridge, attach, check_subnet_free, kill_namespace, teardown
+from ..localnode import add_bridge, attach, check_subnet_free, kill_namespace, teardown
 from ..localnode import namespace_pids as namespace_pids
 from ..localnode import namespaces as _namespaces
 from ..localnode.run import LocalNodeError, run
@@ -252,7 +252,7 @@ def _build_network(plan: Plan) -> None:
     for node in (plan.controller, *plan.nodes):
         attach(
             BRIDGE,
-            Link(node.namespace, node.host_link, node.peer_link, plan.interface, node.address, node.prefix_len),
+            node.link(plan.interface),
         )
 
 

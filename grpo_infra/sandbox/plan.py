@@ -12,10 +12,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import hostlist
 from pydantic import ValidationError
 
+from ..localnode import Machine
 from ..slurmgen import SBATCH_PATH
 from ..spec import Environment
 
@@ -111,25 +113,11 @@ def resize_note(stack_env: Environment, plan: Plan) -> str | None:
 
 
 @dataclass(frozen=True)
-class Node:
+class Node(Machine):
     """One simulated machine: a network + UTS namespace running one slurmd."""
 
-    name: str
-    index: int
-    address: str
-    prefix_len: int
-
-    @property
-    def namespace(self) -> str:
-        return f"{NAMESPACE_PREFIX}{self.name}"
-
-    @property
-    def host_link(self) -> str:
-        return f"{LINK_PREFIX}{self.index}"
-
-    @property
-    def peer_link(self) -> str:
-        return f"{LINK_PREFIX}p{self.index}"
+    namespace_prefix: ClassVar[str] = NAMESPACE_PREFIX
+    link_prefix: ClassVar[str] = LINK_PREFIX
 
 
 @dataclass(frozen=True)
