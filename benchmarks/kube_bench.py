@@ -176,6 +176,37 @@ def job_numbers() -> None:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
+def charts_numbers() -> None:
+    """The operators from their charts on real nodes (`kube up`'s default there): `grpo-infra up local-k8s`
+    installing both Helm releases (their pods Ready, Kueue's webhook certificate mounted) and creating the
+    stack's objects, then `grpo-infra destroy local-k8s` removing them with the charts."""
+    reason = realnodes.unavailable()
+    if reason:
+        print(f"charts not run: {reason}")
+        return
+    env = load_stack("local-k8s", ROOT).environment
+    cli = str(Path(sys.executable).parent / "grpo-infra")
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+
+    def timed(command: str) -> float:
+        started = time.monotonic()
+        done = subprocess.run(
+            ["bash", "-c", f'eval "$({cli} kube env)" && {cli} {command}'], cwd=ROOT, env=shell, capture_output=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"charts `{command}` failed: {(done.stdout + done.stderr)[-2000:].decode()}")
+        return time.monotonic() - started
+
+    try:
+        started = time.monotonic()
+        cluster.up("local-k8s", env, nodes="real", timeout=300, operators="charts")
+        print(f"charts kube up, real nodes, operator images loaded      {time.monotonic() - started:6.1f}s")
+        print(f"charts grpo-infra up: both releases Ready + the stack    {timed('up local-k8s'):6.1f}s")
+        print(f"charts grpo-infra destroy: the stack, then both charts   {timed('destroy local-k8s'):6.1f}s")
+    finally:
+        cluster.down()
+
+
 def loss_numbers() -> None:
     """A node lost mid-run, for real (tests/kube/test_job_real.py's drills, which print one line each): the
     head's node rebooted after 45 s, the head's node dead and untouched, then a worker's node dead for good;
@@ -252,13 +283,17 @@ def cluster_numbers() -> None:
 
 if __name__ == "__main__":
     # `kube_bench.py real` or `kube_bench.py fake`: only that half of the cluster's numbers;
-    # `kube_bench.py job`: only the job on real nodes; `kube_bench.py loss`: the node-loss drills.
+    # `kube_bench.py job`: only the job on real nodes; `kube_bench.py loss`: the node-loss drills;
+    # `kube_bench.py charts`: the operators installed from their charts and destroyed with the stack.
     only = sys.argv[1] if len(sys.argv) > 1 else None
     if only == "job":
         job_numbers()
         sys.exit(0)
     if only == "loss":
         loss_numbers()
+        sys.exit(0)
+    if only == "charts":
+        charts_numbers()
         sys.exit(0)
     build_numbers()
     if only != "fake" and not [n for n, t in TOOLS.items() if not t.path.is_file()]:
