@@ -24,6 +24,8 @@ from grpo_infra.spec import load_stack
 from tests.conftest import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
+# The operators' binaries come from scripts/build-kube.sh: the suite runs this after the build.
+pytestmark = pytest.mark.cluster
 
 
 def _images() -> list[operator_images.OperatorImage]:
