@@ -103,10 +103,7 @@ def build_network(nodes: list[RealNode]) -> None:
     host = bridge_address(subnet)
     add_bridge(BRIDGE, host, subnet.prefixlen)
     for node in nodes:
-        attach(
-            BRIDGE,
-            node.link(NODE_INTERFACE),
-        )
+        attach(BRIDGE, node.link(NODE_INTERFACE))
         run(["ip", "-n", node.namespace, "route", "add", "default", "via", host])
         run(["ip", "route", "add", node.pod_cidr, "via", node.address])
     for node in nodes:
@@ -382,7 +379,7 @@ def load_all_images(nodes: list[RealNode], paths: Paths, archives: list[Path], t
 def node_pids(name: str) -> list[int]:
     """Every process of one node: its daemons and shims (its network namespace), its containers
     (its cgroups)."""
-    return sorted(set(namespace_pids(f"{NAMESPACE_PREFIX}{name}")) | set(cgroup_pids(name)))
+    return sorted(set(namespace_pids(RealNode.namespace_of(name))) | set(cgroup_pids(name)))
 
 
 def kill_node(name: str) -> list[int]:

@@ -41,9 +41,14 @@ class Machine:
     namespace_prefix: ClassVar[str]
     link_prefix: ClassVar[str]
 
+    @classmethod
+    def namespace_of(cls, name: str) -> str:
+        """The network namespace of this cluster's node `name` (for a node known only by its name)."""
+        return f"{cls.namespace_prefix}{name}"
+
     @property
     def namespace(self) -> str:
-        return f"{self.namespace_prefix}{self.name}"
+        return self.namespace_of(self.name)
 
     @property
     def host_link(self) -> str:

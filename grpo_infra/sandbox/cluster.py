@@ -29,6 +29,7 @@ from .plan import (
     LINK_PREFIX,
     NAMESPACE_PREFIX,
     ROOT,
+    Node,
     Plan,
     SandboxError,
     base_slurm_conf,
@@ -250,10 +251,7 @@ def _build_network(plan: Plan) -> None:
     """A bridge on this machine, and per node a namespace joined to it by a veth pair."""
     add_bridge(BRIDGE, plan.bridge_address, plan.subnet.prefixlen)
     for node in (plan.controller, *plan.nodes):
-        attach(
-            BRIDGE,
-            node.link(plan.interface),
-        )
+        attach(BRIDGE, node.link(plan.interface))
 
 
 def _in_node(namespace: str, hostname: str, command: str) -> list[str]:
@@ -290,14 +288,14 @@ def start_node(name: str, *, root: Path = ROOT) -> None:
     conf = root / "etc" / "slurm.conf"
     node_dir = root / "nodes" / name
     (node_dir / "spool").mkdir(parents=True, exist_ok=True)
-    cmd = _in_node(f"{NAMESPACE_PREFIX}{name}", name, f"{which('slurmd')} -f {conf} -N {name}")
+    cmd = _in_node(Node.namespace_of(name), name, f"{which('slurmd')} -f {conf} -N {name}")
     with open(node_dir / "slurmd.out", "a") as out:
         subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=30)
 
 
 def kill_node(name: str, *, root: Path = ROOT) -> list[int]:
     """Kill every process on one node (its slurmd, job steps and Ray), as if the machine died."""
-    return kill_namespace(f"{NAMESPACE_PREFIX}{name}")
+    return kill_namespace(Node.namespace_of(name))
 
 
 def node_states(root: Path = ROOT) -> dict[str, str]:
