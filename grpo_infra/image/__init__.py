@@ -66,8 +66,15 @@ def guard_program() -> str:
     return GUARD_PROGRAM.read_text(encoding="utf-8")
 
 
-def guard_args(env: Environment, *, all_reduce_perf: str | None = None, grpo_infra: bool = False) -> list[str]:
-    """The guard's arguments: every declared fact of the image; the gate's tools when the job runs them there."""
+def guard_args(
+    env: Environment, *, all_reduce_perf: str | None = None, grpo_infra: bool = False, gpu_node: bool = True
+) -> list[str]:
+    """The guard's arguments: every declared fact of the image; the gate's tools when the job runs them there.
+
+    `gpu_node=False` for a pod that holds no GPU (the Kubernetes head, on the head pool's CPU nodes): it
+    checks the image alone. The driver floor and the pool's HCAs are facts of the GPU node, which a CPU node
+    never has (no /proc/driver/nvidia, no verbs devices), so asking a head for them would keep it in
+    `Init:CrashLoopBackOff` while Kueue holds the gang's GPUs."""
     contents = env.image.contents
     args = ["--python", contents.python, "--ray", contents.ray]
     if contents.verl is not None:
@@ -83,12 +90,13 @@ def guard_args(env: Environment, *, all_reduce_perf: str | None = None, grpo_inf
     fabric = env.gang.pool.fabric
     if fabric.kind in ("infiniband", "roce"):
         args.append("--rdma")
-        for hca in fabric.hcas or []:
-            args += ["--hca", hca]
+        if gpu_node:
+            for hca in fabric.hcas or []:
+                args += ["--hca", hca]
     from .driver import min_driver
 
     needed = min_driver(contents.cuda)
-    if needed is not None:
+    if needed is not None and gpu_node:
         args += ["--min-driver", needed]
     if all_reduce_perf is not None:
         args += ["--nccl-tests", all_reduce_perf]

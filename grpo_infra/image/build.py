@@ -22,6 +22,7 @@ running an archive (`grpo_infra.image.oci.run_in_container`), `umoci` and `runc`
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -317,7 +318,19 @@ def _snapshot(tree: Path) -> dict[Path, tuple[int, int]]:
 
 
 def build(env: Environment, project: Path, *, progress: Progress | None = None, force: bool = False) -> Built:
-    """Build the stack's CPU image into the cache, or return the cached archive of the same recipe."""
+    """Build the stack's CPU image into the cache, or return the cached archive of the same recipe.
+
+    Builds into one cache are taken one at a time (a lock file in it): two callers at once, such as the
+    test command's two parts running side by side or two checkouts, build an image once, and the second
+    finds it cached instead of writing the same base layer and archive over the first."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(env, project, progress=progress, force=force)
+
+
+def _build(env: Environment, project: Path, *, progress: Progress | None, force: bool) -> Built:
     say = progress or (lambda _line: None)
     started = time.monotonic()
     plan = recipe(env, project)

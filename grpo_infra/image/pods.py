@@ -20,13 +20,14 @@ CPU = "500m"
 MEMORY = "512Mi"
 
 
-def image_guard_container(env: Environment) -> dict[str, Any]:
+def image_guard_container(env: Environment, gpu_node: bool) -> dict[str, Any]:
     """The init container: the job's image, the guard's program and the stack's declared contents
-    (the CPU variant's, with `image.variant: cpu`)."""
+    (the CPU variant's, with `image.variant: cpu`). `gpu_node`: the pod holds GPUs (a worker), so the
+    node's driver and HCAs are checked too; the head's pod (no GPU, a CPU node) checks the image alone."""
     return {
         "name": CONTAINER_NAME,
         "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-c", guard_program(), *runtime_guard_args(env)],
+        "command": ["python3", "-c", guard_program(), *runtime_guard_args(env, gpu_node)],
         "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
     }

@@ -43,9 +43,9 @@ def variant_env(env: Environment) -> Environment:
     return env.model_copy(update={"image": image})
 
 
-def variant_guard_args(env: Environment) -> list[str]:
+def variant_guard_args(env: Environment, gpu_node: bool = True) -> list[str]:
     """The guard's arguments for the CPU variant (its own Python, no CUDA, grpo-infra importable)."""
-    return guard_args(variant_env(env), grpo_infra=True)
+    return guard_args(variant_env(env), grpo_infra=True, gpu_node=gpu_node)
 
 
 def runtime_contents(env: Environment) -> ImageContents:
@@ -53,6 +53,9 @@ def runtime_contents(env: Environment) -> ImageContents:
     return variant_contents(env.image.contents) if env.image.variant == "cpu" else env.image.contents
 
 
-def runtime_guard_args(env: Environment) -> list[str]:
-    """The guard's arguments for what the stack's pods run: the declaration, or the CPU variant's."""
-    return variant_guard_args(env) if env.image.variant == "cpu" else guard_args(env)
+def runtime_guard_args(env: Environment, gpu_node: bool = True) -> list[str]:
+    """The guard's arguments for what the stack's pods run: the declaration, or the CPU variant's;
+    `gpu_node=False` for a pod on a node without GPUs (see `guard_args`)."""
+    if env.image.variant == "cpu":
+        return variant_guard_args(env, gpu_node)
+    return guard_args(env, gpu_node=gpu_node)

@@ -111,7 +111,7 @@ def _head_group(env: Environment, gate_in_head: bool) -> dict[str, Any]:
         # A wedged raylet or GCS is restarted after `nodeLoss.livenessSeconds` (grpo_infra.k8s.node_loss).
         **probes(env, head=True),
     }
-    pod = _pod_spec(env, container, head_memory_mi(env))
+    pod = _pod_spec(env, container, head_memory_mi(env), gpu_node=False)
     pod.update(head_placement(env))
     if gate_enabled(env):
         # The gate runs on the head (its driver), from the entrypoint or the sidecar: only the head needs its code.
@@ -147,7 +147,7 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     }
     if pool.fabric.kind in _RDMA:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    spec = _pod_spec(env, container, share.memory_mi)
+    spec = _pod_spec(env, container, share.memory_mi, gpu_node=True)
     spec.update(worker_pod_network(env))
     spec["nodeSelector"] = node_selector(pool)
     if pool.taints:
@@ -181,11 +181,11 @@ def pod_metadata(env: Environment) -> dict[str, Any]:
     return metadata
 
 
-def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int) -> dict[str, Any]:
+def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_node: bool) -> dict[str, Any]:
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
-        "initContainers": [image_guard_container(env)],
+        "initContainers": [image_guard_container(env, gpu_node)],
         "containers": [container],
         "volumes": _volumes(env, memory_mi),
     }

@@ -86,6 +86,32 @@ def test_the_rendered_init_container_passes_a_matching_image_and_stops_another()
     assert bad.stdout.splitlines()[-1].endswith("FAIL ray 2.59.0 declared, 2.60.0 in the image")
 
 
+def _run_pod_guard(pod: dict[str, Any]) -> list[str]:
+    """The pod's rendered guard run on this machine, a node with no NVIDIA driver and no verbs device (as a
+    CPU node of the head pool): the reasons of its FAIL line, or none when it passes."""
+    (init,) = pod["initContainers"]
+    environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    proc = subprocess.run(init["command"], capture_output=True, text=True, env=environ, timeout=60)
+    fail = [line.split(": FAIL ", 1)[1] for line in proc.stdout.splitlines() if ": FAIL " in line]
+    return fail[0].split("; ") if fail else []
+
+
+NODE_FACTS = ("NVIDIA driver", "HCAs")
+
+
+@pytest.mark.parametrize("name", [s for s in K8S if stack(s).image.variant != "cpu"])
+def test_the_head_on_a_cpu_node_is_refused_only_for_its_image_never_for_the_gpu_nodes_facts(name: str) -> None:
+    """Heads run on CPU nodes (the head pool) and hold no GPU: a driver floor or the pool's HCAs in the head's
+    guard would keep it in Init:CrashLoopBackOff while Kueue holds the gang's GPUs, on every retry. Here
+    (no driver, no HCA, another image) the head's guard names only the image's differences; a worker's,
+    on the same node, names the missing driver too."""
+    head, *workers = pods(ray_job(stack(name)))
+    head_reasons = _run_pod_guard(head)
+    assert not [r for r in head_reasons if any(fact in r for fact in NODE_FACTS)], head_reasons
+    for worker in workers:
+        assert any("NVIDIA driver" in r for r in _run_pod_guard(worker))
+
+
 def test_pyxis_pulls_the_images_ref_in_enroot_syntax() -> None:
     script = render_files(stack("onprem-slurm"))[SBATCH_PATH]
     assert (

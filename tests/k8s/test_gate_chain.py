@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,18 +27,13 @@ from grpo_infra.k8s import ray_job
 from grpo_infra.k8s.gate import GATE_MOUNT
 from grpo_infra.k8s.rayjob import WORLD_SIZE_FILE
 from grpo_infra.preflight.gate import MODULE
+from tests import rayhead
 from tests.conftest import unavailable
 
 from .conftest import variant
 
 RAY = Path(sys.executable).with_name("ray")
 HEAD_PYTHONPATH = "/home/ray/site"  # what the head image's environment holds
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -69,7 +62,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
         f"sys.exit(int(open({str(gate_exit)!r}).read()) if sys.argv[1:3] == ['-m', {MODULE!r}] else 0)\n"
     )
     (bin_dir / "python3").chmod(0o755)
-    dashboard = _free_port()
+    dashboard = rayhead.free_port()
     env = {
         "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
@@ -78,13 +71,13 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
         "RAY_USAGE_STATS_ENABLED": "0",
     }
     ports = {
-        "port": _free_port(),
+        "port": rayhead.free_port(),
         "dashboard-port": dashboard,
-        "dashboard-agent-listen-port": _free_port(),
-        "dashboard-agent-grpc-port": _free_port(),
-        "ray-client-server-port": _free_port(),
-        "metrics-export-port": _free_port(),
-        "runtime-env-agent-port": _free_port(),
+        "dashboard-agent-listen-port": rayhead.free_port(),
+        "dashboard-agent-grpc-port": rayhead.free_port(),
+        "ray-client-server-port": rayhead.free_port(),
+        "metrics-export-port": rayhead.free_port(),
+        "runtime-env-agent-port": rayhead.free_port(),
     }
     process = subprocess.Popen(
         [str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
@@ -105,11 +98,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
                 time.sleep(0.5)
         yield Head(url, calls, gate_exit)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        rayhead.stop(process)
         shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -30,6 +30,7 @@ from grpo_infra.k8s.rayjob import entrypoint
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.spec import Environment
 from grpo_infra.submit import SubmitRefused, job_status, refusal, submit
+from tests import rayhead
 from tests.conftest import ROOT, unavailable
 
 from .conftest import env_of, variant
@@ -43,12 +44,6 @@ class Head:
     token: str
     calls: Path
     gate_exit: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +63,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
     )
     (bin_dir / "python3").chmod(0o755)
     token = secrets.token_urlsafe(24)
-    dashboard = _free_port()
+    dashboard = rayhead.free_port()
     env = {
         "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
@@ -77,13 +72,13 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
         "RAY_AUTH_TOKEN": token,
     }
     ports = {
-        "port": _free_port(),
+        "port": rayhead.free_port(),
         "dashboard-port": dashboard,
-        "dashboard-agent-listen-port": _free_port(),
-        "dashboard-agent-grpc-port": _free_port(),
-        "ray-client-server-port": _free_port(),
-        "metrics-export-port": _free_port(),
-        "runtime-env-agent-port": _free_port(),
+        "dashboard-agent-listen-port": rayhead.free_port(),
+        "dashboard-agent-grpc-port": rayhead.free_port(),
+        "ray-client-server-port": rayhead.free_port(),
+        "metrics-export-port": rayhead.free_port(),
+        "runtime-env-agent-port": rayhead.free_port(),
     }
     url = f"http://127.0.0.1:{dashboard}"
     # Ray gives its raylet 30 s to register (ray/_private/node.py); on a loaded machine a start can miss
@@ -123,13 +118,7 @@ def _up(url: str, token: str, process: subprocess.Popen[bytes]) -> bool:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+    rayhead.stop(process)
 
 
 def _wait_for_agent(url: str, token: str) -> None:
@@ -316,7 +305,7 @@ def test_the_submitters_liveness_probe_passes_while_the_head_answers_and_fails_o
     # KubeRay sets `host:port`, without a scheme (v1.6.2 configureSubmitterContainer).
     assert run(head.address.removeprefix("http://")) == 0
     assert run(head.address) == 0
-    assert run(f"127.0.0.1:{_free_port()}") != 0
+    assert run(f"127.0.0.1:{rayhead.free_port()}") != 0
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # the kernel completes the handshake; nothing ever reads or answers

@@ -15,15 +15,10 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.slurmgen.sbatch import READY_PROGRAM
+from tests import rayhead
 from tests.conftest import unavailable
 
 RAY = Path(sys.executable).with_name("ray")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start_head(temp: Path, port: int) -> subprocess.Popen[bytes]:
@@ -38,11 +33,7 @@ def _start_head(temp: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _stop_head(head: subprocess.Popen[bytes], temp: Path) -> None:
-    os.killpg(head.pid, 15)
-    try:
-        head.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, 9)
+    rayhead.stop(head)
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -51,7 +42,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not RAY.exists():
         unavailable("ray is not installed in this venv (extra `sandbox`)")
     temp = tmp_path_factory.mktemp("ray")
-    port = _free_port()
+    port = rayhead.free_port()
     head = _start_head(temp, port)
     try:
         yield f"127.0.0.1:{port}"
@@ -72,7 +63,7 @@ def test_barrier_started_before_the_head_waits_for_its_gcs() -> None:
     """The sbatch starts the barrier together with Ray: it waits for the GCS, then counts."""
     if not RAY.exists():
         unavailable("ray is not installed in this venv (extra `sandbox`)")
-    port = _free_port()
+    port = rayhead.free_port()
     barrier = subprocess.Popen(
         _barrier_argv(f"127.0.0.1:{port}", 1, 2, 90), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -91,7 +82,7 @@ def test_barrier_started_before_the_head_waits_for_its_gcs() -> None:
 
 def test_barrier_fails_at_the_timeout_when_no_gcs_answers() -> None:
     started = time.monotonic()
-    proc = _barrier(f"127.0.0.1:{_free_port()}", 1, 2, 2)
+    proc = _barrier(f"127.0.0.1:{rayhead.free_port()}", 1, 2, 2)
     assert proc.returncode == 1
     assert "cannot reach this job's Ray head at 127.0.0.1:" in proc.stderr
     assert time.monotonic() - started < 30
