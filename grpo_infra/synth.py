@@ -40,6 +40,12 @@ def _slurm(env: Environment) -> dict[str, str]:
     return render_files(env)
 
 
+def _nodepools(env: Environment) -> dict[str, str]:
+    from .nodepools.files import render_files
+
+    return render_files(env)
+
+
 def _image(env: Environment) -> dict[str, str]:
     from .image.dockerfile import render_files
 
@@ -60,6 +66,7 @@ def _launcher(name: str) -> Renderer:
 # Every output `synth` writes, one entry per renderer; a new target adds one line here.
 REGISTRY: tuple[Renderer, ...] = (
     Renderer("kubernetes", ("kubernetes", "helm"), lambda env: env.target == "kubernetes", _kubernetes),
+    Renderer("nodepools", ("nodepools",), lambda env: env.target == "kubernetes", _nodepools),
     Renderer("slurm", ("slurm",), lambda env: env.target == "slurm", _slurm),
     Renderer("image", ("image",), lambda env: env.image.build is not None, _image),
     *(_launcher(name) for name in ("ray", "skypilot", "dstack")),
