@@ -20,7 +20,7 @@ from grpo_infra import k8s as render
 from grpo_infra.k8s.access import SecretReference, ray_network_policy, secret_metadata
 from grpo_infra.k8s.gate import gate_config_map
 from grpo_infra.k8s.labels import ray_token_secret_name
-from grpo_infra.k8s.operators import kuberay_release, kueue_release, kueue_role_patches, uses_kueue
+from grpo_infra.k8s.operators import chart_path, kuberay_release, kueue_release, kueue_role_patches, uses_kueue
 from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
 from grpo_infra.spec import PROJECT, Environment
 
@@ -103,7 +103,8 @@ class _Operator(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             args.name,
             name=args.name,
-            chart=args.chart,
+            # A bundled chart is rendered by its place in the project; Helm gets the file on this machine.
+            chart=chart_path(args.chart),
             version=args.version,
             repository_opts=repository,
             namespace=args.namespace,

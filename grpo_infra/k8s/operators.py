@@ -6,6 +6,11 @@ grpo_infra/k8s/charts/, origin and sha256 in its README.md), for clusters that r
 (air-gapped ones, and the local cluster of `grpo-infra kube up`). Either way the release, its values
 and the image references are the same.
 
+A bundled chart is rendered by its place in the project (`grpo_infra/k8s/charts/<file>`), never by the
+absolute path of wherever the package happens to be installed: `synth` output is the same bytes on every
+machine and in every checkout, so it can be kept and diffed. The Pulumi component turns that reference into
+the file on this machine when it registers the release (`chart_path`).
+
 KubeRay is pinned at 1.6.2, the version every real test here runs (docs/kubernetes.md, "Which
 KubeRay"): chart, CRDs and operator binary from the same tag.
 """
@@ -69,6 +74,10 @@ def kueue_image() -> str:
     return f"{KUEUE_IMAGE}:v{KUEUE_VERSION}"
 
 
+# How rendered output names a bundled chart: its path inside the project, the same on every machine.
+BUNDLED_REFERENCE = "grpo_infra/k8s/charts/"
+
+
 def bundled_chart(file_name: str) -> str:
     """The absolute path of a bundled chart, checked against its recorded sha256 (a changed copy is refused)."""
     path = BUNDLED_CHARTS / file_name
@@ -78,6 +87,20 @@ def bundled_chart(file_name: str) -> str:
             f"{path}: missing or not the recorded chart (sha256 {digest}, expected {BUNDLED_SHA256[file_name]})"
         )
     return str(path)
+
+
+def bundled_reference(file_name: str) -> str:
+    """A bundled chart as rendered output names it (checked against its recorded sha256 like `bundled_chart`)."""
+    bundled_chart(file_name)
+    return BUNDLED_REFERENCE + file_name
+
+
+def chart_path(chart: str) -> str:
+    """What Helm installs for a rendered release's `chart`: a bundled chart's file on this machine (resolved when
+    the release is registered, so the rendered reference stays machine-independent), else the chart unchanged."""
+    if chart.startswith(BUNDLED_REFERENCE):
+        return bundled_chart(chart.removeprefix(BUNDLED_REFERENCE))
+    return chart
 
 
 def _bundled(env: Environment) -> bool:
@@ -92,7 +115,7 @@ def kuberay_release(env: Environment) -> dict[str, Any]:
     bundled = _bundled(env)
     return {
         "name": "kuberay-operator",
-        "chart": bundled_chart(f"{KUBERAY_CHART}-{KUBERAY_VERSION}.tgz") if bundled else KUBERAY_CHART,
+        "chart": bundled_reference(f"{KUBERAY_CHART}-{KUBERAY_VERSION}.tgz") if bundled else KUBERAY_CHART,
         "repository": None if bundled else KUBERAY_REPOSITORY,
         "version": KUBERAY_VERSION,
         "namespace": KUBERAY_NAMESPACE,
@@ -111,7 +134,7 @@ def kueue_release(env: Environment) -> dict[str, Any]:
     bundled = _bundled(env)
     return {
         "name": "kueue",
-        "chart": bundled_chart(f"kueue-{KUEUE_VERSION}.tgz") if bundled else KUEUE_CHART,
+        "chart": bundled_reference(f"kueue-{KUEUE_VERSION}.tgz") if bundled else KUEUE_CHART,
         "repository": None,
         "version": KUEUE_VERSION,
         "namespace": KUEUE_NAMESPACE,

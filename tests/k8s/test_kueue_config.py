@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from grpo_infra.k8s import helm_releases
-from grpo_infra.k8s.operators import BUNDLED_CHARTS
+from grpo_infra.k8s.operators import BUNDLED_CHARTS, chart_path
 
 from .conftest import K8S_STACKS, env_of
 
@@ -99,11 +99,16 @@ def test_releases_are_pinned(stack: str) -> None:
     releases = {r["name"]: r for r in helm_releases(env_of(stack))}
     kuberay, kueue = releases["kuberay-operator"], releases["kueue"]
     bundled = env_of(stack).kubernetes.operator_charts == "bundled"
-    chart = str(BUNDLED_CHARTS / "kuberay-operator-1.6.2.tgz") if bundled else "kuberay-operator"
+    # A bundled chart is named by its place in the project (the same bytes on every machine); Pulumi installs
+    # the file on this one.
+    chart = "grpo_infra/k8s/charts/kuberay-operator-1.6.2.tgz" if bundled else "kuberay-operator"
     assert (kuberay["chart"], kuberay["version"]) == (chart, "1.6.2")
+    if bundled:
+        assert chart_path(kuberay["chart"]) == str(BUNDLED_CHARTS / "kuberay-operator-1.6.2.tgz")
     assert kuberay["repository"] == (None if bundled else "https://ray-project.github.io/kuberay-helm/")
     assert kuberay["namespace"] != kueue["namespace"]
     assert kuberay["values"]["batchScheduler"]["name"] == ""  # Kueue works through suspend
     assert kuberay["values"]["image"]["tag"] == "v1.6.2"
-    kueue_chart = str(BUNDLED_CHARTS / "kueue-0.19.2.tgz") if bundled else "oci://registry.k8s.io/kueue/charts/kueue"
+    kueue_chart = "grpo_infra/k8s/charts/kueue-0.19.2.tgz" if bundled else "oci://registry.k8s.io/kueue/charts/kueue"
     assert (kueue["chart"], kueue["version"]) == (kueue_chart, "0.19.2")
+    assert chart_path(kueue["chart"]) == (str(BUNDLED_CHARTS / "kueue-0.19.2.tgz") if bundled else kueue_chart)

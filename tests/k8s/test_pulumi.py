@@ -11,6 +11,7 @@ from functools import cache
 import pytest
 
 from grpo_infra import k8s as render
+from grpo_infra.k8s.operators import chart_path
 from grpo_infra.pulumi_graph import SECRET, Graph, Resource, record
 from tests.conftest import ROOT
 
@@ -68,7 +69,7 @@ def test_registered_objects_are_exactly_the_rendered_ones(stack: str) -> None:
     releases = {r.name: r.inputs for r in g.of_type(RELEASE)}
     for release in render.helm_releases(env):
         assert releases[release["name"]]["version"] == release["version"]
-        assert releases[release["name"]]["chart"] == release["chart"]
+        assert releases[release["name"]]["chart"] == chart_path(release["chart"])
         assert releases[release["name"]]["values"] == release["values"]
 
 

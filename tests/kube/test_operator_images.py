@@ -193,7 +193,7 @@ def test_chart_versions_are_the_pins() -> None:
 def test_local_stack_installs_from_bundled_charts_and_cloud_stacks_from_upstream() -> None:
     local = load_stack("local-k8s", ROOT).environment
     for release in operators.helm_releases(local):
-        assert Path(release["chart"]).is_file() and release["repository"] is None
+        assert Path(operators.chart_path(release["chart"])).is_file() and release["repository"] is None
     eks = load_stack("eks-prod", ROOT).environment
     charts = [r["chart"] for r in operators.helm_releases(eks)]
     assert charts == [operators.KUBERAY_CHART, operators.KUEUE_CHART]

@@ -1,0 +1,1 @@
+# The fabric gate's package, shipped with the job by grpo-infra.

@@ -1,0 +1,503 @@
+#!/bin/bash
+# Submit GRPO job grpo-sandbox to this run's Ray cluster through the Ray Jobs API: run on the head machine.
+# Rendered by grpo-infra from the stack; edit the stack and re-run `grpo-infra synth`, not this file.
+#
+#   ./submit.sh [HEAD_ADDRESS]   (default: the address ./head.sh start recorded for this run)
+#
+# It waits until every node and GPU has joined, then submits `the fabric gate, then verl` with the runtime environment
+# in runtime_env.yaml (plain variables only: secrets reach the job from head.sh's and worker.sh's
+# environment, never through this command line or the Jobs API), and prints how to follow the job.
+#
+# Environment, read at run time:
+#   GRPO_RUN_ID        the run to submit to (default 0), as for head.sh
+#   GRPO_RAY_TMPDIR    root of the run's temp dirs (default /tmp), as for head.sh
+#   GRPO_WORKING_DIR   directory uploaded as the job's working dir (default: none)
+#   GRPO_ENTRYPOINT    a shell command run instead of the verl command (after the fabric gate), for smoke tests
+#   RAY_AUTH_TOKEN     the run's token; when unset, read from $GRPO_RAY_TMPDIR/grpo-ray-<run>/ray-auth-token
+set -uo pipefail
+
+# --- grpo ray lifecycle: the one implementation of a job's Ray node, the same on every launch path ---
+# Rendered by grpo-infra from grpo_infra/lifecycle/ray_node.sh.j2 (docs/architecture.md, "The Ray node
+# lifecycle"): port block, address, NCCL/Gloo interfaces, Ray start, readiness barrier, stop, checkpoint step.
+log() { printf 'grpo %s [%s] %s\n' "$(date +%H:%M:%S)" "${SLURMD_NODENAME:-$(hostname)}" "$*" >&2; }
+# The reason stays in GRPO_FAILURE: the sbatch's last line, its outcome, says it again.
+fail() { log "ERROR: $*"; export GRPO_FAILURE="$*"; exit 1; }
+
+# ray_port_block RUN: this run's ports, from grpo_infra/ports.py: range 30000-32767 holds
+# 10 blocks of 256 ports; run R takes block R mod 10.
+ray_port_block() {
+  [[ $1 =~ ^[0-9]+$ ]] || fail "the run id must be a whole number, not '$1'"
+  ray_port_base=$(( 30000 + ($1 % 10) * 256 ))
+  GRPO_RAY_GCS_PORT=$(( ray_port_base + 0 ))
+  GRPO_RAY_DASHBOARD_PORT=$(( ray_port_base + 1 ))
+  GRPO_RAY_CLIENT_PORT=$(( ray_port_base + 2 ))
+  GRPO_RAY_NODE_MANAGER_PORT=$(( ray_port_base + 3 ))
+  GRPO_RAY_OBJECT_MANAGER_PORT=$(( ray_port_base + 4 ))
+  GRPO_RAY_RUNTIME_ENV_AGENT_PORT=$(( ray_port_base + 5 ))
+  GRPO_RAY_DASHBOARD_AGENT_GRPC_PORT=$(( ray_port_base + 6 ))
+  GRPO_RAY_DASHBOARD_AGENT_HTTP_PORT=$(( ray_port_base + 7 ))
+  GRPO_RAY_METRICS_EXPORT_PORT=$(( ray_port_base + 8 ))
+  GRPO_RAY_AUTOSCALER_METRICS_PORT=$(( ray_port_base + 9 ))
+  GRPO_RAY_DASHBOARD_METRICS_PORT=$(( ray_port_base + 10 ))
+  GRPO_RAY_STOP_ORDER_PORT=$(( ray_port_base + 11 ))
+  GRPO_RAY_MIN_WORKER_PORT=$(( ray_port_base + 16 ))
+  GRPO_RAY_MAX_WORKER_PORT=$(( ray_port_base + 255 ))
+  export GRPO_RAY_GCS_PORT GRPO_RAY_DASHBOARD_PORT GRPO_RAY_CLIENT_PORT GRPO_RAY_NODE_MANAGER_PORT GRPO_RAY_OBJECT_MANAGER_PORT GRPO_RAY_RUNTIME_ENV_AGENT_PORT GRPO_RAY_DASHBOARD_AGENT_GRPC_PORT GRPO_RAY_DASHBOARD_AGENT_HTTP_PORT GRPO_RAY_METRICS_EXPORT_PORT GRPO_RAY_AUTOSCALER_METRICS_PORT GRPO_RAY_DASHBOARD_METRICS_PORT GRPO_RAY_STOP_ORDER_PORT GRPO_RAY_MIN_WORKER_PORT GRPO_RAY_MAX_WORKER_PORT
+}
+
+# The interface that carries IPv4 address $1 on this host (empty when `ip` is missing).
+interface_of() {
+  command -v ip >/dev/null 2>&1 || return 0
+  ip -4 -o addr show 2>/dev/null | awk -v want="$1" '{split($4, a, "/"); if (a[1] == want) {print $2; exit}}'
+}
+
+# ray_node_address INTERFACE [GIVEN]: prints "ADDRESS INTERFACE" for this node's Ray: the IPv4 address of
+# INTERFACE, else GIVEN (the launcher's address for the node), else what the hostname resolves to; never
+# a loopback address or 0.0.0.0. The second word is the interface that carries the address.
+ray_node_address() {
+  local interface=$1 given=${2:-} node=${SLURMD_NODENAME:-$(hostname)} addr="" how
+  if [[ -n $interface ]] && command -v ip >/dev/null 2>&1; then
+    addr=$(ip -4 -o addr show dev "$interface" 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
+  fi
+  if [[ -n $addr ]]; then
+    log "$node uses $addr of interface $interface"
+  else
+    if [[ -n $given ]]; then
+      addr=$given how="the address the launcher gave"
+    else
+      addr=$(getent ahostsv4 "$(hostname)" 2>/dev/null | awk '$1 !~ /^127\./ {print $1; exit}')
+      how="the address $(hostname) resolves to"
+      [[ -n $addr ]] || fail "no address for Ray on $node: interface ${interface:-(none)} has no IPv4 address and $(hostname) resolves to no non-loopback address"
+    fi
+    if [[ -n $interface ]]; then
+      log "interface $interface has no IPv4 address on $node; falling back to $addr, $how"
+    else
+      log "$node uses $addr, $how"
+    fi
+  fi
+  [[ $addr != 0.0.0.0 && $addr != 127.* ]] || fail "refusing to bind Ray to $addr on $node"
+  printf '%s %s\n' "$addr" "$(interface_of "$addr")"
+}
+
+# ray_socket_interfaces INTERFACE: NCCL's and Gloo's sockets on INTERFACE (the one carrying this node's Ray
+# address) when the stack set none, or set the Ray interface and this node fell back to another one; without
+# them NCCL picks an interface of its own on a multi-NIC node. Interfaces the fabric names stay as they are.
+ray_socket_interfaces() {
+  local found=$1 ray_if=${GRPO_RAY_INTERFACE:-}
+  [[ -n $found ]] || return 0
+  if [[ -z ${NCCL_SOCKET_IFNAME:-} || ( $NCCL_SOCKET_IFNAME == "=$ray_if" && $found != "$ray_if" ) ]]; then
+    export NCCL_SOCKET_IFNAME="=$found"
+  fi
+  if [[ -z ${GLOO_SOCKET_IFNAME:-} || ( $GLOO_SOCKET_IFNAME == "$ray_if" && $found != "$ray_if" ) ]]; then
+    export GLOO_SOCKET_IFNAME=$found
+  fi
+}
+
+# True once something answers on host $1, port $2.
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# ray_start_args ROLE ADDRESS TEMP_DIR CPUS GPUS [HEAD_ADDRESS]: this job's `ray start` options for this
+# node, in the array ray_args (and, on the head, the metrics servers' ports in the environment). Every port
+# Ray binds is in the run's block, the dashboard's too: with
+# `--include-dashboard=false` the head still runs the dashboard's API server (Ray 2.60, start_api_server
+# in ray/_private/services.py), on --dashboard-port. The dashboard is served when GRPO_RAY_DASHBOARD=1
+# (default 1), on ADDRESS or GRPO_RAY_DASHBOARD_HOST.
+ray_start_args() {
+  local role=$1 addr=$2 temp_dir=$3 cpus=$4 gpus=$5 head=${6:-}
+  ray_args=(
+    --node-ip-address="$addr" --num-gpus="$gpus" --temp-dir="$temp_dir"
+    --node-manager-port="$GRPO_RAY_NODE_MANAGER_PORT" --object-manager-port="$GRPO_RAY_OBJECT_MANAGER_PORT"
+    --runtime-env-agent-port="$GRPO_RAY_RUNTIME_ENV_AGENT_PORT"
+    --dashboard-agent-grpc-port="$GRPO_RAY_DASHBOARD_AGENT_GRPC_PORT"
+    --dashboard-agent-listen-port="$GRPO_RAY_DASHBOARD_AGENT_HTTP_PORT"
+    --metrics-export-port="$GRPO_RAY_METRICS_EXPORT_PORT"
+    --min-worker-port="$GRPO_RAY_MIN_WORKER_PORT" --max-worker-port="$GRPO_RAY_MAX_WORKER_PORT"
+    --disable-usage-stats --log-style=record --log-color=false
+  )
+  [[ -z $cpus ]] || ray_args+=(--num-cpus="$cpus")
+  if [[ $role == head ]]; then
+    ray_args+=(--head --port="$GRPO_RAY_GCS_PORT" --ray-client-server-port="$GRPO_RAY_CLIENT_PORT"
+      --dashboard-port="$GRPO_RAY_DASHBOARD_PORT")
+    # The autoscaler's and the dashboard's metrics servers listen on fixed ports (44217, 44227) unless told.
+    export AUTOSCALER_METRIC_PORT=$GRPO_RAY_AUTOSCALER_METRICS_PORT DASHBOARD_METRIC_PORT=$GRPO_RAY_DASHBOARD_METRICS_PORT
+    if [[ ${GRPO_RAY_DASHBOARD:-1} == 1 ]]; then
+      ray_args+=(--include-dashboard=true --dashboard-host="${GRPO_RAY_DASHBOARD_HOST:-$addr}")
+    else
+      ray_args+=(--include-dashboard=false)
+    fi
+  else
+    ray_args+=(--address="$head:$GRPO_RAY_GCS_PORT")
+    # A worker's `ray start` looks the head node up in the GCS RAY_NUM_REDIS_GET_RETRIES times, 2 s apart
+    # (20 by default: get_all_node_info_until_retrieved in ray/_private/utils.py, Ray 2.60), then gives up;
+    # a head whose raylet registers late (a loaded machine) is waited for as long as the readiness barrier.
+    export RAY_NUM_REDIS_GET_RETRIES=${RAY_NUM_REDIS_GET_RETRIES:-$(( (${GRPO_RAY_READY_TIMEOUT:-300} + 1) / 2 ))}
+  fi
+}
+
+# Every process of this job's Ray on this node: those with a file open under the node's temp dir (every
+# Ray process logs there, the agents too) and those naming the dir on their command line (`ray start`,
+# raylet, gcs_server). Not names alone: Ray's agents retitle themselves (ray::DashboardAgent). The temp
+# dir is this job's and this node's, so no other job's Ray is ever found.
+ray_pids_under() {
+  local dir=$1 proc pid args=() self=()
+  mapfile -d '' self 2>/dev/null <"/proc/$$/cmdline"
+  {
+    # Command lines first, read by bash itself: no helper process of this scan is there to match.
+    for proc in /proc/[0-9]*; do
+      pid=${proc#/proc/}
+      [[ $pid != "$$" && $pid != "${BASHPID:-$$}" ]] || continue
+      mapfile -d '' args 2>/dev/null <"$proc/cmdline" || continue
+      [[ "${args[*]}" != "${self[*]}" ]] || continue  # a subshell of this very shell
+      [[ " ${args[*]} " == *"$dir/"* || " ${args[*]} " == *" $dir "* || " ${args[*]} " == *"=$dir "* ]] && echo "$pid"
+    done
+    find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -lname "$dir/*" 2>/dev/null | cut -d/ -f3
+  } | sort -un
+}
+
+# Whether a process still runs (a zombie holds nothing and is not waited for).
+still_running() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
+
+# Stop every process of this job's Ray on this node (never `ray stop`: it stops every Ray of the machine):
+# TERM (Ray's graceful stop) to all but the GCS at once, then to the GCS, as `ray stop` stops it last
+# (RAY_PROCESSES in python/ray/autoscaler/_private/constants.py, Ray 2.60: "GCS SERVER must be the last in
+# the list"; the others report to it as they stop), then KILL, with a line naming them, whatever still runs
+# after GRPO_RAY_STOP_GRACE seconds. The `ray start` supervisor stops its children one by one, up to a
+# second each (kill_all_processes in python/ray/_private/node.py): it goes with the GCS and is ended
+# without a word once its children are gone.
+stop_ray_under() {
+  local dir=$1 grace=${GRPO_RAY_STOP_GRACE:-10} pids pid tick children supervisors round first="" last=""
+  pids=$(ray_pids_under "$dir")
+  [[ -n $pids ]] || return 0
+  for pid in $pids; do
+    if grep -qaE -- '/ray start |/gcs_server ' <(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline"); then
+      last+=" $pid"
+    else
+      first+=" $pid"
+    fi
+  done
+  local term=("$first" "$last") watch=("$first" "$pids")
+  for round in 0 1; do
+    # shellcheck disable=SC2086 # one pid per word
+    [[ -z ${term[round]} ]] || kill -TERM ${term[round]} 2>/dev/null
+    for (( tick = 0; tick < grace * 20; tick++ )); do
+      children="" supervisors=""
+      for pid in ${watch[round]}; do
+        still_running "$pid" || continue
+        if grep -qa -- '/ray start ' <(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline"); then
+          supervisors+=" $pid"
+        else
+          children+=" $pid"
+        fi
+      done
+      [[ -n $children ]] || break
+      sleep 0.05
+    done
+  done
+  # shellcheck disable=SC2086 # one pid per word
+  [[ -n $children ]] || { [[ -z $supervisors ]] || kill -KILL $supervisors 2>/dev/null; }
+  local left=() names=() name
+  for pid in $(ray_pids_under "$dir"); do
+    still_running "$pid" || continue
+    left+=("$pid")
+    read -r name 2>/dev/null <"/proc/$pid/comm" && names+=("$name")
+  done
+  (( ${#left[@]} > 0 )) || return 0
+  log "this job's Ray on ${SLURMD_NODENAME:-$(hostname)}: ${#left[@]} process(es) still running $grace s after TERM (${names[*]}); killing them"
+  kill -KILL "${left[@]}" 2>/dev/null
+  return 0
+}
+
+# port_answers HOST PORT: something takes a connection on HOST:PORT within 2 s (a dead host never answers).
+port_answers() { timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
+
+# INT is the batch script's order to stop (stop_job_ray: `scancel --signal=INT`), or one Slurm replays:
+# slurmctld resends a signal to a node that did not answer it once the node answers again (signal_step_tasks
+# queues it with retry=1; _queue_agent_retry, src/slurmctld/agent.c, Slurm 22.05), and a requeued job keeps
+# its job and step ids, so an earlier run's INT can reach this run's Ray. The order is this run's while the
+# head's stop port answers (the batch script opens it first: stop_order.py); an INT without it is named and
+# ignored.
+ray_node_interrupted() {
+  if ! port_answers "$head" "$GRPO_RAY_STOP_ORDER_PORT"; then
+    log "INT on $node without a stop order on the head's port $GRPO_RAY_STOP_ORDER_PORT: a signal Slurm replayed from an earlier run of job ${SLURM_JOB_ID:-?}; ignored"
+    return 0
+  fi
+  exec 2>/dev/null
+  stop_ray_under "$temp_dir"
+  exit 0
+}
+
+# run_ray_node ROLE ADDRESS TEMP_DIR CPUS GPUS [HEAD_ADDRESS]: this node's Ray in the foreground, for as long
+# as it runs. A worker waits until the head's GCS answers (a TCP connect every 50 ms), so its `ray start`
+# overlaps the head's. TERM stops all of this node's Ray (also what escaped) and ends it without an error, as
+# INT does when it is this run's order (ray_node_interrupted); Ray stopping by itself ends it with one line
+# naming the node, "Ray <role> on <node> stopped by itself", and the end of Ray's start-up log.
+run_ray_node() {
+  local role=$1 addr=$2 temp_dir=$3 head=${6:-} node=${SLURMD_NODENAME:-$(hostname)} ray_pid rc
+  stop_ray_under "$temp_dir"  # leftovers of an earlier run of this job id (a requeue)
+  mkdir -p "$temp_dir" || fail "cannot create Ray temp dir $temp_dir on $node"
+  trap 'exec 2>/dev/null; stop_ray_under "$temp_dir"; exit 0' TERM
+  trap ray_node_interrupted INT
+  ray_start_args "$@"
+  if [[ $role != head ]]; then
+    until port_open "$head" "$GRPO_RAY_GCS_PORT"; do sleep 0.05; done
+  fi
+  log "starting Ray $role at $addr with ${4:-all} CPUs, $5 GPUs, temp dir $temp_dir"
+  # No drain on TERM: it only lets Ray Serve proxies finish requests (node.py, _drain_node_before_shutdown).
+  RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 ray start "${ray_args[@]}" --block >"$temp_dir/ray-start.log" 2>&1 &
+  ray_pid=$!
+  # An ignored INT ends `wait` early; the wait goes on for as long as `ray start` runs.
+  wait "$ray_pid"
+  rc=$?
+  while (( rc > 128 )) && kill -0 "$ray_pid" 2>/dev/null; do
+    wait "$ray_pid"
+    rc=$?
+  done
+  log "Ray $role on $node stopped by itself with status $rc; the end of $temp_dir/ray-start.log:"
+  tail -n 20 "$temp_dir/ray-start.log" | sed 's/^/    /' >&2
+  stop_ray_under "$temp_dir"
+  return $(( rc == 0 ? 1 : rc ))
+}
+
+# The readiness barrier (grpo_infra/lifecycle/ray_ready.py), for `python3 -c "$ray_ready_program"`:
+# every node and GPU joined, or exit 1 at the timeout with the counts and the missing nodes.
+ray_ready_program=$(cat <<'PYTHON'
+"""Readiness barrier of the GRPO sbatch: wait until every node and every GPU has joined Ray.
+
+The sbatch embeds this file and runs it with `python3 -c` at the same moment as it starts the job's
+Ray cluster, so its interpreter start and `import ray` overlap the head's start-up; it waits for the
+head's GCS port itself. Training starts the moment the cluster is whole, not after a guessed sleep.
+It prints a line each time the count changes ("joined 2/3 nodes, 16/24 GPUs") and exits 1 at the
+timeout with the counts and the nodes still missing. Standard library and Ray only: it runs inside
+the image.
+
+The count comes from the GCS's node table over Ray's own GCS client (`ray._raylet.GcsClient`, as
+`ray status` uses it: python/ray/scripts/scripts.py line 2392, Ray 2.60), not from a Ray driver:
+`ray.init` would wait for this node's raylet, polling the process table once a second
+(get_node_to_connect_for_driver, python/ray/_private/services.py lines 512-581), and the raylet answers a first
+driver by starting idle worker processes, CPU the other nodes need to start in the meantime.
+
+With `--gate MODULE ARGS...` it then connects as a driver and runs the fabric gate
+(`MODULE.main(ARGS)`, the in-job all-reduce) in this same process, on this same connection: one
+interpreter start and one `import ray` between a whole cluster and training. Exit 0: ready (and the
+gate passed); 1: not ready; 3: the gate failed (its verdict printed above).
+"""
+
+import argparse
+import importlib
+import socket
+import sys
+import time
+
+GATE_FAILED = 3
+# Seconds between two looks at the node table, and between two connection attempts to the GCS port.
+POLL_SECONDS = 0.1
+GCS_CONNECT_POLL_SECONDS = 0.05
+
+
+def wait_for_port(address: str, deadline: float) -> bool:
+    """True once something accepts a TCP connection at host:port, False at the deadline."""
+    host, _, port = address.rpartition(":")
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(GCS_CONNECT_POLL_SECONDS)
+
+
+def alive_nodes(gcs) -> list:
+    """The GCS's alive nodes (GcsNodeInfo), or [] while it cannot answer yet."""
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    try:
+        return list(gcs.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
+    except Exception:
+        return []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--address", required=True, help="GCS address host:port of this job's head")
+    parser.add_argument("--nodes", type=int, required=True, help="nodes the allocation has")
+    parser.add_argument("--gpus", type=int, required=True, help="GPUs the allocation has in all")
+    parser.add_argument("--timeout", type=float, required=True, help="seconds before giving up")
+    parser.add_argument("--hosts", default="", help="comma-separated node names, to name the missing ones")
+    parser.add_argument(
+        "--node-ip-address", default=None, help="this node's Ray address (spares Ray's IP auto-detection)"
+    )
+    parser.add_argument("--gate", nargs=argparse.REMAINDER, default=None, help="then run MODULE.main(ARGS...)")
+    args = parser.parse_args()
+    deadline = time.monotonic() + args.timeout
+
+    import ray
+    from ray._raylet import GcsClient
+
+    if not wait_for_port(args.address, deadline):
+        print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}", file=sys.stderr, flush=True)
+        return 1
+    gcs = GcsClient(address=args.address)
+
+    last = None
+    nodes, gpus, alive = 0, 0, []
+    while True:
+        alive = alive_nodes(gcs)
+        nodes, gpus = len(alive), int(sum(n.resources_total.get("GPU", 0) for n in alive))
+        if (nodes, gpus) != last:
+            print(f"grpo: joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs", flush=True)
+            last = (nodes, gpus)
+        if nodes >= args.nodes and gpus >= args.gpus:
+            return run_gate(ray, args) if args.gate else 0
+        if time.monotonic() > deadline:
+            break
+        time.sleep(POLL_SECONDS)
+
+    joined = {n.node_manager_hostname.split(".")[0] for n in alive}
+    missing = [h for h in args.hosts.split(",") if h and h.split(".")[0] not in joined]
+    if len(missing) != args.nodes - nodes:
+        missing = []  # Ray's hostnames are not the Slurm node names here: naming nodes would mislead
+    print(
+        f"grpo: ERROR: Ray readiness timeout after {args.timeout:g} s: joined {nodes}/{args.nodes} nodes, "
+        f"{gpus}/{args.gpus} GPUs" + (f"; missing: {','.join(missing)}" if missing else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
+
+
+def run_gate(ray, args: argparse.Namespace) -> int:
+    """The cluster is whole: connect as a driver and run the gate on this connection."""
+    try:
+        ray.init(
+            address=args.address,
+            logging_level="ERROR",
+            log_to_driver=False,
+            _node_ip_address=args.node_ip_address,
+        )
+    except (ConnectionError, RuntimeError) as exc:
+        print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        gate = importlib.import_module(args.gate[0])
+        code = gate.main([*args.gate[1:], "--address", args.address])
+    finally:
+        ray.shutdown()
+    return 0 if code == 0 else GATE_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+PYTHON
+)
+
+# The last checkpointed training step in verl's layout under $1 (latest_checkpointed_iteration.txt; 0 when none).
+checkpoint_step() {
+  local step=0
+  [[ -r $1/latest_checkpointed_iteration.txt ]] && read -r step <"$1/latest_checkpointed_iteration.txt"
+  [[ $step =~ ^[0-9]+$ ]] || step=0
+  printf '%s\n' "$step"
+}
+
+# checkpoint_advanced BEFORE AFTER: true when a newer step was saved than the one the run started from
+# (the one rule the resume check and the crash retry budget both use).
+checkpoint_advanced() { (( $2 > $1 )); }
+# --- end grpo ray lifecycle ---
+
+# --- grpo launcher node: what the hand-started, SkyPilot and dstack nodes add to the lifecycle ---
+# The job's environment on this node, before Ray starts (Ray's workers inherit it); $1 is the node's
+# Ray temp dir. Secrets are never here: they come from the environment the script runs in.
+grpo_node_environment() {
+  local node_temp_dir=$1
+  export RAY_USAGE_STATS_ENABLED=0
+  export NCCL_IB_DISABLE='1'
+  export NCCL_SOCKET_IFNAME='=eth0'
+  export GLOO_SOCKET_IFNAME='eth0'
+  : "$node_temp_dir"
+}
+
+# This node's address (the interface's, else GIVEN), in `addr`, with NCCL's and Gloo's sockets on the
+# interface that carries it (ray_socket_interfaces).
+grpo_address() {
+  local found
+  found=$(ray_node_address "${GRPO_RAY_INTERFACE:-}" "${1:-}") || exit 1
+  addr=${found%% *}
+  ray_socket_interfaces "${found#* }"
+}
+
+# Secrets the job needs, checked by name; their values never appear in a file or a command line.
+grpo_require_secrets() {
+  :
+}
+
+# Start this node's Ray in the background (ray start returns once it runs): grpo_start_ray ROLE ADDRESS
+# TEMP_DIR GPUS [HEAD_ADDRESS], with the lifecycle's options (ray_start_args).
+grpo_start_ray() {
+  mkdir -p "$3" || fail "cannot create Ray temp dir $3"
+  ray_start_args "$1" "$2" "$3" "" "$4" "${5:-}"
+  log "starting Ray $1 at $2 with $4 GPUs, ports $ray_port_base-$GRPO_RAY_MAX_WORKER_PORT, temp dir $3"
+  ray start "${ray_args[@]}"
+}
+
+# The readiness wait: every node and every GPU of the gang has joined, or exit 1 at the timeout.
+grpo_wait_ready() {
+  local address=$1 timeout=${GRPO_RAY_READY_TIMEOUT:-300}
+  [[ $timeout =~ ^[0-9]+$ ]] || fail "GRPO_RAY_READY_TIMEOUT must be a whole number of seconds, not '$timeout'"
+  python3 -c "$ray_ready_program" --address "$address" --nodes 3 --gpus 24 --timeout "$timeout" \
+    || fail "not every node and GPU joined Ray at $address within $timeout s (GRPO_RAY_READY_TIMEOUT)"
+  log "ray cluster ready: 3 nodes, 24 GPUs at $address"
+}
+# --- end grpo launcher node ---
+
+# A relative GRPO_WORKING_DIR means the caller's directory, before this script moves to its own.
+working_dir=${GRPO_WORKING_DIR:-}
+[[ -z $working_dir || $working_dir == /* ]] || working_dir="$PWD/$working_dir"
+# runtime_env.yaml and its gate/ package are next to this script.
+cd "$(dirname "$0")" || exit 1
+GRPO_RUN_ID=${GRPO_RUN_ID:-0}
+ray_port_block "$GRPO_RUN_ID"
+run_root="${GRPO_RAY_TMPDIR:-/tmp}/grpo-ray-${GRPO_RUN_ID}"
+token_file="$run_root/ray-auth-token"
+head=${1:-$(cat "$run_root/head-address" 2>/dev/null)}
+[[ -n $head ]] || fail "no head address: pass it (./submit.sh HEAD_ADDRESS) or run ./head.sh start on this machine first"
+
+export RAY_AUTH_MODE=token
+if [[ -z ${RAY_AUTH_TOKEN:-} ]]; then
+  [[ -r $token_file ]] || fail "no RAY_AUTH_TOKEN and no $token_file: copy the head's token file here first"
+  RAY_AUTH_TOKEN=$(cat "$token_file")
+fi
+export RAY_AUTH_TOKEN
+unset RAY_AUTH_TOKEN_PATH
+
+grpo_wait_ready "$head:$GRPO_RAY_GCS_PORT"
+
+# --- verl command ---
+verl_command='python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false '"'"'data.train_files=[/data/gsm8k/train.parquet]'"'"' '"'"'data.val_files=[/data/gsm8k/test.parquet]'"'"' data.train_batch_size=48 data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=24 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 '"'"'trainer.logger=[console]'"'"' trainer.project_name=grpo-sandbox trainer.experiment_name=sandbox-3node trainer.total_epochs=1 trainer.nnodes=3 trainer.n_gpus_per_node=8 trainer.default_local_dir=/run/grpo-sandbox/shared/checkpoints trainer.save_freq=1 trainer.resume_mode=auto trainer.max_actor_ckpt_to_keep=3 trainer.max_critic_ckpt_to_keep=3 +actor_rollout_ref.model.override_config.attn_implementation=sdpa'
+# --- end verl command ---
+gate_command='python3 -m grpo_infra.preflight.ray_allreduce --fabric none --gpus-per-node 8 --nodes 3 --backend gloo --fraction 0.8 --size-mib 16 --iters 5 --timeout 300'
+if [[ -n ${GRPO_ENTRYPOINT:-} ]]; then
+  log "GRPO_ENTRYPOINT is set: submitting it instead of the verl command"
+  driver=$GRPO_ENTRYPOINT
+else
+  driver=$verl_command
+fi
+entrypoint="$gate_command && $driver"
+
+dashboard="http://$head:$GRPO_RAY_DASHBOARD_PORT"
+submission_id="grpo-sandbox-run${GRPO_RUN_ID}-$(date +%Y%m%d-%H%M%S)"
+options=(--address "$dashboard" --submission-id "$submission_id" --runtime-env runtime_env.yaml --no-wait)
+[[ -z $working_dir ]] || options+=(--working-dir "$working_dir")
+ray job submit "${options[@]}" -- sh -c "$entrypoint" || fail "ray job submit to $dashboard failed"
+
+cat >&2 <<EOF
+grpo: submitted $submission_id to $dashboard. Follow it (with this run's token exported as above):
+  ray job logs --address $dashboard --follow $submission_id
+  ray job status --address $dashboard $submission_id
+  ray job stop --address $dashboard $submission_id
+EOF
+printf '%s\n' "$submission_id"
