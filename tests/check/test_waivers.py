@@ -107,10 +107,6 @@ def test_a_waived_warning_is_shown_as_waived_not_warned(tmp_path: Path) -> None:
             f"{ENV}.checks.waive[0].rule: rule image-lock-missing cannot be waived: the build installs the lock",
         ),
         (
-            {"rule": "raycronjob-schedule", "reason": REASON},
-            f"{ENV}.checks.waive[0].rule: rule raycronjob-schedule cannot be waived: nothing of the job's kind",
-        ),
-        (
             {"rule": "gpu-pool-taint", "reason": REASON},
             "checks.waive[0].rule: gpu-pool-taint is a kubernetes rule; a slurm stack never breaks it",
         ),
@@ -122,7 +118,7 @@ def test_a_waived_warning_is_shown_as_waived_not_warned(tmp_path: Path) -> None:
         ),
         ({"rule": "tenant-quota", "reason": "x" * 201}, f"{ENV}.checks.waive[0].reason: string should have at most"),
     ],
-    ids=["unknown", "unwaivable-lock", "unwaivable-unrenderable", "off-target", "blank", "missing", "control", "long"],
+    ids=["unknown", "unwaivable-lock", "off-target", "blank", "missing", "control", "long"],
 )
 def test_a_waiver_that_cannot_be_honoured_is_refused_in_one_line(
     waiver: dict[str, Any], message: str, tmp_path: Path
@@ -133,6 +129,17 @@ def test_a_waiver_that_cannot_be_honoured_is_refused_in_one_line(
     line = " ".join(result.output.split())
     assert message in line, line
     assert " problems" not in line, "one problem, one line"
+
+
+def test_a_rule_after_which_nothing_renders_cannot_be_waived(tmp_path: Path) -> None:
+    """On a Kubernetes stack, where the rule applies: refused for what it is, not for its target."""
+    waiver = {"rule": "raycronjob-schedule", "reason": REASON}
+    result = _check(_stack(tmp_path, ROOT / "stacks" / "Pulumi.local-k8s.yaml", [waiver]))
+    assert result.exit_code == 2, result.output
+    assert (
+        f"{ENV}.checks.waive[0].rule: rule raycronjob-schedule cannot be waived: nothing of the job's kind can be "
+        "rendered without it" in " ".join(result.output.split())
+    )
 
 
 def test_a_rule_waived_twice_is_refused(tmp_path: Path) -> None:
