@@ -60,17 +60,21 @@ def test_json_lists_a_waived_violation_as_waived_with_its_reason(tmp_path: Path)
     assert entry["by"] == "16 GPUs"
 
 
-def test_a_waived_rule_is_neither_refused_by_synth_nor_by_the_program(tmp_path: Path) -> None:
+def test_synth_writes_a_stack_whose_only_violation_is_waived(tmp_path: Path) -> None:
     root = _stack(tmp_path, QUOTA_CASE, [{"rule": "tenant-quota", "reason": REASON}])
     out = tmp_path / "out"
     synth = CliRunner().invoke(app, ["synth", "site", "--root", str(root), "--out", str(out)])
     assert synth.exit_code == 0, synth.output
     assert (out / "site").is_dir()
-    # The program as `pulumi up` runs it, up to its feasibility check (what refuses an infeasible stack).
+
+
+def test_the_program_goes_ahead_with_a_stack_whose_only_violation_is_waived(tmp_path: Path) -> None:
+    root = _stack(tmp_path, QUOTA_CASE, [{"rule": "tenant-quota", "reason": REASON}])
     record_file("site", root / "stacks" / "Pulumi.site.yaml", _read_only)
 
 
 def _read_only() -> None:
+    """The program as `pulumi up` runs it, up to its feasibility check (what refuses an infeasible stack)."""
     read_environment()
 
 
