@@ -617,11 +617,3 @@ _RULES = (
 )
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _RULES}
-
-
-def rule(rule_id: str) -> Rule:
-    """The registered rule of `rule_id`; a KeyError naming the id and where rules are listed otherwise."""
-    try:
-        return RULES[rule_id]
-    except KeyError:
-        raise KeyError(f"unknown rule {rule_id!r} (see docs/check.md)") from None

@@ -17,6 +17,8 @@ COMMAND = "python -m grpo_infra.check.rule_tables docs/check.md"
 END = "<!-- /rules -->"
 BLOCK = re.compile(r"<!-- rules:(?P<section>[a-z-]+)[^>]*-->\n.*?" + re.escape(END), re.S)
 SOURCE_HEADER = "verl source (0.9.1)"
+# The image rules are worded as what is refused, as in docs/images.md; every other table as what holds.
+WHAT_HEADER = {"image": "refused when"}
 
 
 def begin(section: str) -> str:
@@ -44,7 +46,7 @@ def table(section: str) -> str:
         raise ValueError(f"unknown rules section {section!r}; sections: {', '.join(SECTIONS)}")
     rules = [r for r in RULES.values() if r.section == section]
     sourced = any(r.source for r in rules)
-    header = ["rule", "what it checks", *([SOURCE_HEADER] if sourced else [])]
+    header = ["rule", WHAT_HEADER.get(section, "what it checks"), *([SOURCE_HEADER] if sourced else [])]
     lines = [begin(section), "", f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}"]
     for rule in rules:
         cells = [f"`{rule.id}`", _what(rule), *([_cell(rule.source or "—")] if sourced else [])]
