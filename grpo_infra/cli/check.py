@@ -13,13 +13,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..check import Violation, violations, warnings
+from ..check import Violation, Waived, cautions, findings, unwaived, waived
 from ..check.launcher_rules import shared_host_violations
 from ..spec import Environment, SpecError, list_stacks, load_stack
 from .common import CHECK_FAILED, RootOption, console, err_console, fail, load, project_root
 
-# `severity` of an entry of `check --json`: a violation fails the check, a warning never does.
-ERROR, WARNING = "error", "warning"
+# `severity` of an entry of `check --json`: a violation fails the check, a warning never does, and neither
+# does a violation or warning the stack waives (`checks.waive`; the entry also has the stack's `reason`).
+ERROR, WARNING, WAIVED = "error", "warning", "waived"
 
 
 def check(
@@ -47,25 +48,36 @@ def check(
     nodes = _cluster_nodes(env, kubeconfig)
     if explain:
         _explain(env, nodes, err_console if as_json else console)
-    found = _violations(env, nodes) + shared_host_violations(env, other_stacks(stack, root))
-    cautions = warnings(env)
+    judged = _violations(env, nodes) + shared_host_violations(env, other_stacks(stack, root))
+    found, noted = unwaived(env, judged), unwaived(env, cautions(env))
+    excused = waived(env, judged + cautions(env))
     # Warnings also go to stderr as one line each, in both forms; only violations fail the check.
-    for warning in cautions:
+    for warning in noted:
         err_console.print(f"warning: {escape(warning.line())}", highlight=False)
     if as_json:
         report = [{**asdict(v), "severity": ERROR} for v in found]
-        report += [{**asdict(w), "severity": WARNING} for w in cautions]
+        report += [{**asdict(w), "severity": WARNING} for w in noted]
+        report += [{**asdict(w.violation), "severity": WAIVED, "reason": w.reason} for w in excused]
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         raise typer.Exit(CHECK_FAILED if found else 0)
     if found:
+        print_waived(excused, err_console)
         err_console.print(violation_table(stack, found))
         raise typer.Exit(CHECK_FAILED)
     gang = env.gang
+    waivers = f" ({len(excused)} waived)" if excused else ""
     console.print(
-        f"{stack}: feasible — gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) "
+        f"{stack}: feasible{waivers} — gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) "
         f"on pool {gang.pool.name}",
         highlight=False,
     )
+    print_waived(excused, console)
+
+
+def print_waived(excused: list[Waived], out: Console) -> None:
+    """One line per waived violation or warning: what it is, where, and the stack's reason for waiving it."""
+    for w in excused:
+        out.print(escape(w.line()), highlight=False)
 
 
 def _cluster_nodes(env: Environment, kubeconfig: Path | None) -> list[dict[str, Any]] | None:
@@ -81,7 +93,8 @@ def _cluster_nodes(env: Environment, kubeconfig: Path | None) -> list[dict[str, 
 
 
 def _violations(env: Environment, nodes: list[dict[str, Any]] | None) -> list[Violation]:
-    found = violations(env)
+    """Every rule broken, waived or not: against the stack, and against the real Nodes when given."""
+    found = findings(env)
     if nodes is not None:
         from ..check.live_nodes import live_violations
 
@@ -105,8 +118,8 @@ def _explain(env: Environment, nodes: list[dict[str, Any]] | None, out: Console)
 
 
 def refuse_if_infeasible(stack: str, env: Environment, nodes: list[dict[str, Any]] | None = None) -> None:
-    """Print the violation table and exit 1 when any rule is broken."""
-    found = _violations(env, nodes)
+    """Print the violation table and exit 1 when any rule the stack does not waive is broken."""
+    found = unwaived(env, _violations(env, nodes))
     if found:
         err_console.print(violation_table(stack, found))
         raise typer.Exit(CHECK_FAILED)

@@ -9,6 +9,7 @@ import hostlist
 from pydantic import Field, model_validator
 
 from .base import SpecModel
+from .checks import Checks
 from .image import Image
 from .job import Job
 from .kubernetes import Kubernetes
@@ -34,6 +35,8 @@ class Environment(SpecModel):
     job: Job
     launchers: Launchers | None = None
     """Launch paths rendered besides the target: Ray by hand, SkyPilot, dstack (docs/launchers.md)."""
+    checks: Checks = Field(default_factory=Checks)
+    """Rules of `check` this stack waives, each with its reason (docs/check.md, "Waivers")."""
 
     @model_validator(mode="after")
     def _target_block(self) -> Environment:
@@ -42,6 +45,13 @@ class Environment(SpecModel):
             raise ValueError(f"target {self.target} needs a `{self.target}` block")
         if getattr(self, other) is not None:
             raise ValueError(f"target {self.target} takes no `{other}` block")
+        return self
+
+    @model_validator(mode="after")
+    def _waivers_fit_target(self) -> Environment:
+        problem = self.checks.off_target(self.target)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
