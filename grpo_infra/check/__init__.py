@@ -8,12 +8,12 @@ the same way everywhere. A rule the stack waives (`checks.waive`) is still judge
 from __future__ import annotations
 
 from ..spec import Environment
+from ..spec.check_rules import RULES, Severity
 from .gang_rules import gang_violations
 from .image_rules import image_violations
 from .kind_rules import kind_violations, kind_warnings
 from .launcher_rules import launcher_violations
 from .paths import checkpoint_violations
-from .registry import RULES, Severity
 from .stand_in_rules import stand_in_violations, stand_in_warnings
 from .verl_rules import verl_violations
 from .violation import Violation

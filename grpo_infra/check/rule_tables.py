@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from .registry import RULES, SECTIONS, Rule
+from ..spec.check_rules import RULES, SECTIONS, Rule
 
 COMMAND = "python -m grpo_infra.check.rule_tables docs/check.md"
 END = "<!-- /rules -->"

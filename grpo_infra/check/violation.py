@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .registry import RULES
+from ..spec.check_rules import RULES
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Violation:
         # A rule missing from the registry would be undocumented and could not be waived: refuse it where
         # it is made, so a new rule cannot ship without its row in docs/check.md.
         if self.rule not in RULES:
-            raise ValueError(f"rule {self.rule!r} is not registered in grpo_infra/check/registry.py")
+            raise ValueError(f"rule {self.rule!r} is not registered in grpo_infra/spec/check_rules.py")
 
     def line(self) -> str:
         amount = f" (by {self.by})" if self.by else ""

@@ -3,7 +3,7 @@
 A waiver is for a rule whose model does not fit this environment (a quota the platform enforces
 elsewhere, a warning that does not apply), never a way to hide a stack that cannot run: the waived rule
 is still judged and shown, with its reason, in every `check`. The rule ids are those of the registry
-(`grpo_infra/check/registry.py`, listed in docs/check.md); an id the registry does not know is refused
+(`grpo_infra/spec/check_rules.py`, listed in docs/check.md); an id the registry does not know is refused
 when the stack loads, as is a rule after which there is nothing right to render.
 """
 
@@ -33,7 +33,7 @@ class Waiver(SpecModel):
     @classmethod
     def _registered(cls, rule_id: str) -> str:
         # Read when a waiver is given, not when the spec is imported: the registry sits in the check package.
-        from ..check.registry import RULES
+        from .check_rules import RULES
 
         rule = RULES.get(rule_id)
         if rule is None:
@@ -73,7 +73,7 @@ class Checks(SpecModel):
 
     def off_target(self, target: str) -> str | None:
         """A waiver of a rule that can never fire on `target`, as a line naming it; None when all can."""
-        from ..check.registry import RULES
+        from .check_rules import RULES
 
         for i, waiver in enumerate(self.waive):
             rule_target = RULES[waiver.rule].target

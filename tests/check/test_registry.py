@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.check import UNRENDERABLE, of_severity
-from grpo_infra.check.registry import LAUNCHERS, RULES, SECTIONS
 from grpo_infra.check.rule_tables import COMMAND, SOURCE_HEADER, refresh, sections_in, table
 from grpo_infra.check.violation import Violation
+from grpo_infra.spec.check_rules import LAUNCHERS, RULES, SECTIONS
 from grpo_infra.spec.launchers import Launchers
 from tests.conftest import ROOT
 
@@ -76,7 +76,7 @@ def test_every_rule_the_code_emits_is_registered() -> None:
     literals, templates = emitted()
     assert templates == set(COMPUTED), "a computed rule id changed: list every id it can give in COMPUTED"
     ids = literals | set().union(*COMPUTED.values())
-    assert sorted(ids - set(RULES)) == [], "add these rules to grpo_infra/check/registry.py"
+    assert sorted(ids - set(RULES)) == [], "add these rules to grpo_infra/spec/check_rules.py"
 
 
 def test_every_registered_rule_is_emitted_somewhere() -> None:

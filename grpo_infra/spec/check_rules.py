@@ -1,11 +1,12 @@
 """Every rule `check` knows, one record each: what `Violation.rule` may name, how bad it is, where it
 applies, and the line docs/check.md prints for it.
 
-The rules themselves live in the modules beside this one; this is their index. It is what a stack's
+The rules themselves live in `grpo_infra/check/`; this is their index, a fact below both the spec and
+the checks (the spec validates a stack's waivers with it, the checks make violations with it). It is what a stack's
 `checks.waive` is checked against when the stack loads, what `Violation` refuses an unknown id against,
 and what the rule tables of docs/check.md are generated from (`python -m grpo_infra.check.rule_tables
 docs/check.md`), so the docs, the code and a stack's waivers name the same rules. It imports nothing
-else of grpo_infra: the spec reads it.
+of grpo_infra (the `facts` contract in pyproject.toml).
 """
 
 from __future__ import annotations
