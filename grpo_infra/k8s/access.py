@@ -22,6 +22,7 @@ TENANT_ROLE = "grpo-rayjobs"
 # Ray's metrics port on every Ray pod, where KubeRay points `--metrics-export-port` unless told otherwise
 # (kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go `DefaultMetricsPort`).
 RAY_METRICS_PORT = 8080
+READ = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
@@ -112,12 +113,16 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
                     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                     # The dashboard is reached through `kubectl port-forward`, never a public address.
                     {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+                    # `kubectl exec` into the head for `ray debug` (docs/debugging.md). No new power: the
+                    # account already runs any command in these pods through the RayJobs it creates.
+                    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
                     *secret_rule,
-                    {
-                        "apiGroups": ["kueue.x-k8s.io"],
-                        "resources": ["workloads", "localqueues"],
-                        "verbs": ["get", "list", "watch"],
-                    },
+                    # `patch` only to set a deactivated Workload's `spec.active` back to true (a RayCluster
+                    # past its `maxExecutionHours`, a gang past `backoffLimitCount`): Kueue admits a Workload
+                    # only while `active` (Kueue v0.19.2 apis/kueue/v1beta2/workload_types.go,
+                    # WorkloadSpec.Active). Never create, update or delete: Kueue owns the Workloads.
+                    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*READ, "patch"]},
+                    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": list(READ)},
                 ],
             }
         )
