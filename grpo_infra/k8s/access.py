@@ -14,6 +14,7 @@ from typing import Any
 from ..spec import Environment
 from ..spec.job import SecretRef
 from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
+from .network import metrics_ports
 from .operators import KUBERAY_NAMESPACE
 
 SECRET_KEY = "value"
@@ -140,7 +141,8 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
 
 def ray_network_policy(env: Environment) -> dict[str, Any]:
     """The job's Ray pods accept traffic only from their own namespace and the KubeRay operator, and on
-    Ray's metrics port from `kubernetes.monitoringNamespace` (Prometheus), when the stack names one.
+    Ray's metrics ports (`metrics_ports`) from `kubernetes.monitoringNamespace` (Prometheus), when the
+    stack names one.
 
     The head listens on its pod address (the operator and the submitter reach the dashboard there,
     `kubectl port-forward` reaches it through the pod's loopback); this policy and a ClusterIP service
@@ -161,7 +163,7 @@ def ray_network_policy(env: Environment) -> dict[str, Any]:
         ingress.append(
             {
                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring}}}],
-                "ports": [{"protocol": "TCP", "port": RAY_METRICS_PORT}],
+                "ports": [{"protocol": "TCP", "port": port} for port in metrics_ports(env, RAY_METRICS_PORT)],
             }
         )
     return {
