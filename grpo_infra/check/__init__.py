@@ -15,6 +15,7 @@ from .paths import checkpoint_violations
 from .stand_in_rules import stand_in_violations, stand_in_warnings
 from .verl_rules import verl_violations
 from .violation import Violation
+from .vllm_env import vllm_env_warnings
 
 __all__ = ["Violation", "violations", "warnings"]
 
@@ -48,7 +49,7 @@ def warnings(env: Environment) -> list[Violation]:
         from .paths import slurm_path_warnings
         from .slurm_rules import slurm_warnings
 
-        return [*slurm_path_warnings(env), *slurm_warnings(env)]
+        return [*slurm_path_warnings(env), *slurm_warnings(env), *vllm_env_warnings(env)]
     from .kubernetes_rules import kubernetes_warnings
 
-    return [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env)]
+    return [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env), *vllm_env_warnings(env)]
