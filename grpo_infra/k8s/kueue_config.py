@@ -22,6 +22,9 @@ REQUEUE_LIMIT = 5
 # defaults, so without it a labelled pod is left alone and runs outside the quota.
 POD_FRAMEWORK = "pod"
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+# Never Kueue's to gate, even if a tenant took the name: kube-system and the operators' namespaces (those of
+# grpo_infra.k8s.operators, which imports this module; tests/k8s/test_kueue_config.py holds them equal).
+SYSTEM_NAMESPACES = ("kube-system", "kueue-system", "kuberay-system")
 
 
 def manager_config(env: Environment) -> dict[str, Any]:
@@ -85,15 +88,13 @@ def tenant_namespace_selector(env: Environment) -> dict[str, Any]:
     (`managedJobsNamespaceSelector`, Kueue v0.19.2 apis/config/v1beta2/configuration_types.go; its default
     leaves out only kube-system and Kueue's namespace, apis/config/v1beta2/defaults.go). The Kueue chart
     gives its webhooks this selector too (charts/kueue/templates/webhook/manifests.yaml)."""
-    from .operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE  # operators renders this config: imported here
-
     return {
         "matchExpressions": [
             {"key": NAMESPACE_LABEL, "operator": "In", "values": sorted(t.name for t in env.tenants)},
             {
                 "key": NAMESPACE_LABEL,
                 "operator": "NotIn",
-                "values": ["kube-system", KUEUE_NAMESPACE, KUBERAY_NAMESPACE],
+                "values": list(SYSTEM_NAMESPACES),
             },
         ]
     }

@@ -141,6 +141,9 @@ def test_the_pod_integration_reaches_the_tenant_namespaces_only() -> None:
     assert all(_selects(selector, ns) for ns in tenants)
     for other in ("kube-system", KUEUE_NAMESPACE, KUBERAY_NAMESPACE, "default", "monitoring"):
         assert not _selects(selector, other), other
+    # Even a tenant named like one: the operators' namespaces as grpo_infra.k8s.operators installs them.
+    excluded = next(e["values"] for e in selector["matchExpressions"] if e["operator"] == "NotIn")
+    assert {"kube-system", KUEUE_NAMESPACE, KUBERAY_NAMESPACE} <= set(excluded)
 
 
 @pytest.mark.parametrize("stack", ["eks-prod", "onprem-k8s", "local-k8s"])
