@@ -7,9 +7,10 @@ once when the cluster came up), with no `runtime_env` — the job's code is in t
 `working_dir` is uploaded (Ray's upload limit, ray-project/ray#55877, cannot be hit).
 
 Refused with one line before anything is sent: a cluster Kueue has not admitted, one not Ready (pods
-starting, the fabric gate not passed), or one admitted for another gang than the stack's (verl's
+starting, the fabric gate not passed), one admitted for another gang than the stack's (verl's
 `trainer.nnodes`/`n_gpus_per_node` must be what the cluster has: verl cannot change the world size of a
-run, volcengine/verl#2265).
+run, volcengine/verl#2265), or one already running a job (two verl runs on one gang's GPUs run each other
+out of memory; `force` sends it anyway).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from .spec import Environment
 # Ray 2.60 ray/_private/authentication/http_token_authentication.py reads it when `Authorization` is absent.
 RAY_AUTH_HEADER = "X-Ray-Authorization"
 AGENT_WAIT_S = 60
+# Ray's job states (ray.job_submission.JobStatus; `is_terminal` is the final three).
+ACTIVE_STATUS = frozenset({"PENDING", "RUNNING"})
+FINAL_STATUS = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 
 class SubmitRefused(Exception):
@@ -116,9 +120,40 @@ def _request(address: str, token: str | None, method: str, path: str, body: dict
         raise SubmitRefused(f"Ray Jobs API at {address} does not answer: {exc}") from None
 
 
-def submit(env: Environment, address: str, token: str | None, sid: str | None = None) -> Submission:
-    """POST the job (Ray Jobs REST API, `/api/jobs/`) and read its status back."""
+def active_jobs(address: str, token: str | None) -> list[Submission]:
+    """The cluster's jobs that have not ended: `GET /api/jobs/` lists every submission and every driver
+    started by hand (`ray.init` in a shell on the head), each with a status, PENDING or RUNNING until it
+    ends (Ray 2.60 dashboard/modules/job/job_head.py `list_jobs`, dashboard/modules/job/common.py
+    `JobStatus`). A driver without a submission is named by its job id."""
+    jobs = _request(address, token, "GET", "/api/jobs/") or []
+    return [
+        Submission(str(job.get("submission_id") or job.get("job_id")), str(job["status"]))
+        for job in jobs
+        if job.get("status") in ACTIVE_STATUS
+    ]
+
+
+def busy_refusal(env: Environment, active: list[Submission]) -> str | None:
+    """The one line refusing a second job on the cluster, naming the one that runs; None when it is idle."""
+    if not active:
+        return None
+    first, others = active[0], len(active) - 1
+    more = f" (and {others} more)" if others else ""
+    return (
+        f"RayCluster {env.job.tenant}/{env.job.name} is already running submission {first.submission_id} "
+        f"({first.status}){more}: wait for it, `ray job stop {first.submission_id}`, or --force to submit beside it"
+    )
+
+
+def submit(
+    env: Environment, address: str, token: str | None, sid: str | None = None, force: bool = False
+) -> Submission:
+    """POST the job (Ray Jobs REST API, `/api/jobs/`) and read its status back; refused while another job
+    is PENDING or RUNNING on the cluster unless `force`."""
     sid = sid or submission_id(env)
+    busy = None if force else busy_refusal(env, active_jobs(address, token))
+    if busy:
+        raise SubmitRefused(busy)
     body = {
         "entrypoint": entrypoint(env, gate=False),
         "submission_id": sid,
@@ -142,9 +177,6 @@ def submit(env: Environment, address: str, token: str | None, sid: str | None = 
 def job_status(address: str, token: str | None, sid: str) -> str:
     """The Ray job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED)."""
     return str(_request(address, token, "GET", f"/api/jobs/{sid}")["status"])
-
-
-FINAL_STATUS = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 
 
 def wait_for_end(address: str, token: str | None, sid: str, timeout: float, poll: float = 2.0) -> str:
@@ -178,6 +210,8 @@ def follow_commands(env: Environment, sid: str, service: str) -> list[str]:
 __all__ = [
     "Submission",
     "SubmitRefused",
+    "active_jobs",
+    "busy_refusal",
     "follow_commands",
     "head_pod_selector",
     "job_logs",

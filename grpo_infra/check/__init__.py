@@ -17,6 +17,7 @@ from .paths import checkpoint_violations
 from .stand_in_rules import stand_in_violations, stand_in_warnings
 from .verl_rules import verl_violations
 from .violation import Violation
+from .vllm_env import vllm_env_warnings
 from .waivers import Waived, unwaived, waived
 
 __all__ = ["Violation", "Waived", "cautions", "findings", "unwaived", "violations", "waived", "warnings"]
@@ -62,10 +63,11 @@ def cautions(env: Environment) -> list[Violation]:
         from .paths import slurm_path_warnings
         from .slurm_rules import slurm_warnings
 
-        return of_severity("warning", [*slurm_path_warnings(env), *slurm_warnings(env)])
+        return of_severity("warning", [*slurm_path_warnings(env), *slurm_warnings(env), *vllm_env_warnings(env)])
     from .kubernetes_rules import kubernetes_warnings
 
-    return of_severity("warning", [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env)])
+    found = [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env), *vllm_env_warnings(env)]
+    return of_severity("warning", found)
 
 
 def of_severity(severity: Severity, found: list[Violation]) -> list[Violation]:

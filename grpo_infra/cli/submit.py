@@ -89,10 +89,17 @@ def submit_command(
             "`job.probe`, where every rank ran.",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Submit even while another job is PENDING or RUNNING on the cluster (both then share its GPUs).",
+        ),
+    ] = False,
     root: RootOption = None,
 ) -> None:
     """Submit STACK's verl command to its running RayCluster: prints the submission id and how to follow it;
-    exit 1 when the cluster is not Ready or not admitted for this job."""
+    exit 1 when the cluster is not Ready, not admitted for this job, or already running a job (`--force`)."""
     env = load(stack, root).environment
     if env.target != "kubernetes" or env.kubernetes is None:
         fail(f"{stack} is a {env.target} stack: submit sends jobs to a Kubernetes RayCluster")
@@ -116,20 +123,27 @@ def submit_command(
     sid = new_submission_id(env)
     try:
         if address is not None:
-            _send(env, address, token, sid, service, wait, kubeconfig)
+            _send(env, address, token, sid, service, wait, kubeconfig, force)
         else:
             with _port_forward(kubeconfig, ns, service) as forwarded:
-                _send(env, forwarded, token, sid, service, wait, kubeconfig)
+                _send(env, forwarded, token, sid, service, wait, kubeconfig, force)
     except SubmitRefused as exc:
         fail(str(exc), CHECK_FAILED)
 
 
 def _send(
-    env: Environment, address: str, token: str | None, sid: str, service: str, wait: bool, kubeconfig: Path | None
+    env: Environment,
+    address: str,
+    token: str | None,
+    sid: str,
+    service: str,
+    wait: bool,
+    kubeconfig: Path | None,
+    force: bool,
 ) -> None:
     """Submit, say how to follow it, and with `wait` follow it to its end here."""
     ns, name = env.job.tenant, env.job.name
-    sent = submit(env, address, token, sid)
+    sent = submit(env, address, token, sid, force=force)
     console.print(f"submitted {sent.submission_id} to RayCluster {ns}/{name} ({sent.status})", highlight=False)
     console.print("follow its logs:", highlight=False)
     for line in follow_commands(env, sent.submission_id, service):

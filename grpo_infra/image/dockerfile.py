@@ -47,10 +47,13 @@ SOURCE_LOCK_FILE = "source-build.lock"
 # when it cannot (NVIDIA/nccl src/misc/ibvsymbols.cc, src/transport/net_ib.cc).
 RDMA_PACKAGES = ("rdma-core", "libibverbs1", "ibverbs-providers", "librdmacm1", "ibverbs-utils")
 # flash-attn's setup.py: FLASH_ATTENTION_FORCE_BUILD skips downloading a prebuilt wheel from GitHub,
-# FLASH_ATTN_CUDA_ARCHS (default 80;90;100;120) narrows the kernels to the pools' GPUs (H100: sm_90),
-# MAX_JOBS bounds nvcc's parallel jobs (flash-attn 2.8.3 setup.py:61, 70, 509-521).
+# FLASH_ATTN_CUDA_ARCHS (default 80;90;100;120) narrows the kernels to the pools' GPUs (H100: sm_90)
+# (flash-attn 2.8.3 setup.py:61, 70). MAX_JOBS is left unset: setup.py then runs min(CPUs / 2,
+# available GiB / 9) nvcc jobs, "each JOB peak memory cost is ~8-9GB when threads = 4" (setup.py:123-125,
+# 508-521), and any MAX_JOBS turns that memory throttle off. A builder may still pass
+# `--build-arg MAX_JOBS=N`: a declared ARG without a default reaches RUN's environment only when given
+# (https://docs.docker.com/reference/dockerfile/#arg).
 FLASH_ATTN_CUDA_ARCHS = "90"
-FLASH_ATTN_MAX_JOBS = "8"
 
 
 # The named build context holding this project's checkout (`docker build --build-context project=DIR`,
@@ -168,8 +171,10 @@ def _python_set(env: Environment) -> list[str]:
             "# torch installed above (--no-build-isolation), from the sdist the lock hashes, for the pools' GPUs.",
             f"COPY {SOURCE_LOCK_FILE} {GRPO_DIR}/{SOURCE_LOCK_FILE}",
             f"ARG FLASH_ATTN_CUDA_ARCHS={FLASH_ATTN_CUDA_ARCHS}",
-            f"ARG MAX_JOBS={FLASH_ATTN_MAX_JOBS}",
-            "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=${FLASH_ATTN_CUDA_ARCHS} MAX_JOBS=${MAX_JOBS} \\",
+            "# No MAX_JOBS unless --build-arg gives one: setup.py sizes nvcc's jobs to the builder's free memory",
+            "# (about 9 GB each); a number turns that off.",
+            "ARG MAX_JOBS",
+            "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=${FLASH_ATTN_CUDA_ARCHS} \\",
             f"    pip install --no-cache-dir --require-hashes --no-deps --no-build-isolation -r {GRPO_DIR}/{SOURCE_LOCK_FILE}",
         ]
     return lines

@@ -14,6 +14,7 @@ from typing import Any
 from ..spec import Environment
 from ..spec.job import SecretRef
 from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
+from .network import metrics_ports
 from .operators import KUBERAY_NAMESPACE
 
 SECRET_KEY = "value"
@@ -22,6 +23,7 @@ TENANT_ROLE = "grpo-rayjobs"
 # Ray's metrics port on every Ray pod, where KubeRay points `--metrics-export-port` unless told otherwise
 # (kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go `DefaultMetricsPort`).
 RAY_METRICS_PORT = 8080
+READ = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,16 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
                     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
                     # The dashboard is reached through `kubectl port-forward`, never a public address.
                     {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["create"]},
+                    # `kubectl exec` into the head for `ray debug` (docs/debugging.md). No new power: the
+                    # account already runs any command in these pods through the RayJobs it creates.
+                    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
                     *secret_rule,
-                    {
-                        "apiGroups": ["kueue.x-k8s.io"],
-                        "resources": ["workloads", "localqueues"],
-                        "verbs": ["get", "list", "watch"],
-                    },
+                    # `patch` only to set a deactivated Workload's `spec.active` back to true (a RayCluster
+                    # past its `maxExecutionHours`, a gang past `backoffLimitCount`): Kueue admits a Workload
+                    # only while `active` (Kueue v0.19.2 apis/kueue/v1beta2/workload_types.go,
+                    # WorkloadSpec.Active). Never create, update or delete: Kueue owns the Workloads.
+                    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": [*READ, "patch"]},
+                    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": list(READ)},
                 ],
             }
         )
@@ -135,7 +141,8 @@ def tenant_access(env: Environment) -> list[dict[str, Any]]:
 
 def ray_network_policy(env: Environment) -> dict[str, Any]:
     """The job's Ray pods accept traffic only from their own namespace and the KubeRay operator, and on
-    Ray's metrics port from `kubernetes.monitoringNamespace` (Prometheus), when the stack names one.
+    Ray's metrics ports (`metrics_ports`) from `kubernetes.monitoringNamespace` (Prometheus), when the
+    stack names one.
 
     The head listens on its pod address (the operator and the submitter reach the dashboard there,
     `kubectl port-forward` reaches it through the pod's loopback); this policy and a ClusterIP service
@@ -156,7 +163,7 @@ def ray_network_policy(env: Environment) -> dict[str, Any]:
         ingress.append(
             {
                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring}}}],
-                "ports": [{"protocol": "TCP", "port": RAY_METRICS_PORT}],
+                "ports": [{"protocol": "TCP", "port": port} for port in metrics_ports(env, RAY_METRICS_PORT)],
             }
         )
     return {

@@ -17,6 +17,14 @@ API_VERSION = "config.kueue.x-k8s.io/v1beta2"
 FRAMEWORKS = ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
 # Requeue an evicted gang at most this many times, then deactivate it for a human to look at.
 REQUEUE_LIMIT = 5
+# Kueue's plain-Pod integration: what makes a pod's own `kueue.x-k8s.io/queue-name` label count against the
+# quota (Kueue v0.19.2 site/content/en/docs/tasks/run/plain_pods.md). Listing `frameworks` replaces Kueue's
+# defaults, so without it a labelled pod is left alone and runs outside the quota.
+POD_FRAMEWORK = "pod"
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+# Never Kueue's to gate, even if a tenant took the name: kube-system and the operators' namespaces (those of
+# grpo_infra.k8s.operators, which imports this module; tests/k8s/test_kueue_config.py holds them equal).
+SYSTEM_NAMESPACES = ("kube-system", "kueue-system", "kuberay-system")
 
 
 def manager_config(env: Environment) -> dict[str, Any]:
@@ -62,7 +70,33 @@ def manager_config(env: Environment) -> dict[str, Any]:
                 "backoffMaxSeconds": 3600,
             },
         },
-        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "integrations": {"frameworks": [*FRAMEWORKS, *([POD_FRAMEWORK] if plain_pods_queued(env) else [])]},
+        **({"managedJobsNamespaceSelector": tenant_namespace_selector(env)} if plain_pods_queued(env) else {}),
+    }
+
+
+def plain_pods_queued(env: Environment) -> bool:
+    """Does a launcher create plain pods on this cluster that carry a tenant's queue label? SkyPilot on the
+    stack's own cluster does (`grpo_infra.launchers.skypilot.kueue_pod_config`, the same condition)."""
+    sky = env.launchers.skypilot if env.launchers is not None else None
+    return sky is not None and sky.infra.startswith("k8s")
+
+
+def tenant_namespace_selector(env: Environment) -> dict[str, Any]:
+    """Only the tenant namespaces, never kube-system or the operators': with the `pod` integration Kueue's
+    pod webhook sees every pod created where this selects, and gates those with a queue label
+    (`managedJobsNamespaceSelector`, Kueue v0.19.2 apis/config/v1beta2/configuration_types.go; its default
+    leaves out only kube-system and Kueue's namespace, apis/config/v1beta2/defaults.go). The Kueue chart
+    gives its webhooks this selector too (charts/kueue/templates/webhook/manifests.yaml)."""
+    return {
+        "matchExpressions": [
+            {"key": NAMESPACE_LABEL, "operator": "In", "values": sorted(t.name for t in env.tenants)},
+            {
+                "key": NAMESPACE_LABEL,
+                "operator": "NotIn",
+                "values": list(SYSTEM_NAMESPACES),
+            },
+        ]
     }
 
 

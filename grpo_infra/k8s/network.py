@@ -85,6 +85,14 @@ def worker_ray_start_params(env: Environment) -> dict[str, str]:
     }
 
 
+def metrics_ports(env: Environment, pod_default: int) -> list[int]:
+    """Where the job's Ray pods export metrics: `pod_default` (KubeRay's `--metrics-export-port` when
+    rayStartParams name none) on the head, and on the workers too unless they run on the host network,
+    where their `--metrics-export-port` is the job's block's (`worker_ray_start_params`)."""
+    ports = host_ports(env)
+    return sorted({pod_default} | ({ports.metrics_export} if ports is not None else set()))
+
+
 def worker_pod_network(env: Environment) -> dict[str, Any]:
     """Pod-spec fields of the worker's network: host networking (with the DNS policy that keeps cluster
     names resolvable), or nothing."""

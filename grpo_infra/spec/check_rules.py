@@ -148,6 +148,14 @@ _RULES = (
         "`job.probe` needs grpo-infra in what the pods run (`image.contents.grpoInfra`, or the CPU variant)",
     ),
     Rule(
+        "vllm-unknown-env",
+        "warning",
+        "any",
+        "both",
+        'a `VLLM_*` variable in `job.env` that the image\'s vLLM does not define (vLLM 0.24.0: the names of its `vllm/envs.py`, stored in `grpo_infra/check/vllm_env.py`; other releases are not judged). vLLM only logs "Unknown vLLM environment variable detected" and ignores it. `VLLM_ATTENTION_BACKEND` is one: set `+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend` in `job.overrides`, which verl passes to `vllm serve` as `--attention-backend`',
+        source="`workers/rollout/vllm_rollout/vllm_async_server.py` (`engine_kwargs`, `build_cli_args_from_config`); vllm 0.24.0 `vllm/envs.py` `validate_environ`, `vllm/engine/arg_utils.py` `attention_backend`",
+    ),
+    Rule(
         "probe-real-gpus",
         "warning",
         "kubernetes",

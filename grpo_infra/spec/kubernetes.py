@@ -452,8 +452,9 @@ class Kubernetes(SpecModel):
     """`job.kind: raycronjob`: the schedule; required for that kind."""
     monitoring_namespace: DnsLabel | None = Field(
         default=None,
-        description="Namespace whose pods (Prometheus) may scrape the Ray pods' metrics port through the "
-        "job's NetworkPolicy; none when omitted.",
+        description="Namespace whose pods (Prometheus) may scrape the Ray pods' metrics port (8080; under "
+        "`network.mode: host` also the workers' port of the job's block) through the job's NetworkPolicy, "
+        "and no other port; none when omitted.",
     )
 
     @model_validator(mode="after")

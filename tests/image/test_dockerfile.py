@@ -164,7 +164,7 @@ def test_every_renderer_writes_only_its_own_folders(tmp_path: Path) -> None:
         tops = {p.split("/", 1)[0] for p in synth.render(stack(name))}
         owned = {f for r in synth.renderers(stack(name)) for f in r.folders}
         assert tops <= owned
-    assert {r.name for r in synth.renderers(stack("eks-prod"))} == {"kubernetes", "image", "dstack"}
+    assert {r.name for r in synth.renderers(stack("eks-prod"))} == {"kubernetes", "nodepools", "image", "dstack"}
     assert {r.name for r in synth.renderers(stack("local-slurm"))} == {"slurm", "ray"}
 
 
@@ -189,3 +189,37 @@ def test_every_job_start_checks_the_hosts_driver() -> None:
     for name in BUILT:
         args = guard_args(stack(name))
         assert args[args.index("--min-driver") + 1] == "580.65.06", name
+
+
+def _flash_attn_build_env(text: str, build_args: dict[str, str]) -> dict[str, str]:
+    """The environment pip gets in the flash-attn RUN, as a Docker build gives it: each ARG declared before
+    it (the `--build-arg` given, else its default, else nothing), then the RUN's own `NAME=value` prefixes,
+    expanded by sh."""
+    lines = text.replace("\\\n", " ").splitlines()
+    run = next(i for i, line in enumerate(lines) if line.startswith("RUN ") and "source-build.lock" in line)
+    env: dict[str, str] = {}
+    for line in lines[:run]:
+        if line.startswith("ARG "):
+            name, has_default, default = line.removeprefix("ARG ").partition("=")
+            if name in build_args:
+                env[name] = build_args[name]
+            elif has_default:
+                env[name] = default
+    prefix = lines[run].removeprefix("RUN ").split(" pip install", 1)[0]
+    shown = subprocess.run(
+        ["sh", "-c", f"{prefix} env"], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, check=True
+    )
+    return dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_the_flash_attn_build_keeps_setup_pys_memory_throttle(name: str) -> None:
+    """flash-attn 2.8.3's setup.py sizes nvcc's jobs to free memory only while MAX_JOBS is unset or empty
+    (`if not os.environ.get("MAX_JOBS")`, setup.py:509): a fixed number runs a small builder out of memory."""
+    text = synth.render(stack(name))["image/Dockerfile"]
+    if "source-build.lock" not in text:
+        pytest.skip("no flash-attn build in this image")
+    env = _flash_attn_build_env(text, {})
+    assert env["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE" and env["FLASH_ATTN_CUDA_ARCHS"] == "90"
+    assert not env.get("MAX_JOBS"), "MAX_JOBS set: flash-attn's memory throttle is off"
+    assert _flash_attn_build_env(text, {"MAX_JOBS": "4"})["MAX_JOBS"] == "4", "a builder can still choose"

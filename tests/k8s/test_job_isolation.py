@@ -70,8 +70,8 @@ def test_the_tenant_can_read_the_driver_log_and_the_events() -> None:
     assert "create" not in _verbs(env, "batch", "jobs"), "reading, not running Jobs of its own"
 
 
-def test_the_monitoring_namespace_reaches_the_metrics_port_and_nothing_else() -> None:
-    env = variant("eks-prod", lambda raw: raw["kubernetes"].update(monitoringNamespace="monitoring"))
+def _scrape_ports(env: Environment) -> list[int]:
+    """The ports the `monitoring` namespace may reach on the job's pods (one rule, every port listed)."""
     rules = ray_network_policy(env)["spec"]["ingress"]
     scrape = [
         r
@@ -81,8 +81,29 @@ def test_the_monitoring_namespace_reaches_the_metrics_port_and_nothing_else() ->
             for p in r["from"]
         )
     ]
-    assert scrape == [scrape[0]] and scrape[0]["ports"] == [{"protocol": "TCP", "port": RAY_METRICS_PORT}]
+    assert scrape == [scrape[0]], "one rule for the monitoring namespace"
+    assert {p["protocol"] for p in scrape[0]["ports"]} == {"TCP"}, "never an open rule (no ports: every port)"
+    return [p["port"] for p in scrape[0]["ports"]]
+
+
+def _monitored(raw: dict[str, Any]) -> None:
+    raw["kubernetes"]["monitoringNamespace"] = "monitoring"
+
+
+def test_the_monitoring_namespace_reaches_the_metrics_port_and_nothing_else() -> None:
+    assert _scrape_ports(variant("eks-prod", _monitored)) == [RAY_METRICS_PORT]
     assert len(ray_network_policy(env_of("eks-prod"))["spec"]["ingress"]) == 1, "no monitoring rule unless asked"
+
+
+def test_under_host_networking_the_monitoring_namespace_reaches_the_workers_metrics_port_of_the_job() -> None:
+    """Host-network workers export metrics on the job's block (`--metrics-export-port`), the head on KubeRay's."""
+
+    def host(raw: dict[str, Any]) -> None:
+        raw["kubernetes"]["network"] = {"mode": "host", "hostPortStart": 40000}
+
+    env = variant("eks-prod", _monitored, host)
+    worker = render.ray_job(env)["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["rayStartParams"]
+    assert _scrape_ports(env) == sorted({RAY_METRICS_PORT, int(worker["metrics-export-port"])})
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)

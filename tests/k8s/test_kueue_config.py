@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from grpo_infra.k8s import helm_releases
-from grpo_infra.k8s.operators import BUNDLED_CHARTS, chart_path
+from grpo_infra.k8s.operators import BUNDLED_CHARTS, KUBERAY_NAMESPACE, KUEUE_NAMESPACE, chart_path
+from grpo_infra.launchers.skypilot import kueue_pod_config
 
 from .conftest import K8S_STACKS, env_of
 
@@ -112,3 +113,45 @@ def test_releases_are_pinned(stack: str) -> None:
     kueue_chart = "grpo_infra/k8s/charts/kueue-0.19.2.tgz" if bundled else "oci://registry.k8s.io/kueue/charts/kueue"
     assert (kueue["chart"], kueue["version"]) == (kueue_chart, "0.19.2")
     assert chart_path(kueue["chart"]) == (str(BUNDLED_CHARTS / "kueue-0.19.2.tgz") if bundled else kueue_chart)
+
+
+def _selects(selector: dict[str, Any], namespace: str) -> bool:
+    """A label selector's `matchExpressions` (In/NotIn) on a namespace's `kubernetes.io/metadata.name`."""
+    labels = {"kubernetes.io/metadata.name": namespace}
+    for expr in selector["matchExpressions"]:
+        present = labels.get(expr["key"]) in expr["values"]
+        if present != {"In": True, "NotIn": False}[expr["operator"]]:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_a_pod_carrying_a_queue_label_is_queued_by_kueue(stack: str) -> None:
+    """SkyPilot's pods on the stack's cluster carry the tenant's queue label; Kueue reads a plain pod's label
+    only with its `pod` integration, which a listed `frameworks` leaves out unless named (Kueue v0.19.2
+    docs/tasks/run/plain_pods.md): otherwise SkyPilot runs beside the quota on the same GPUs."""
+    env = env_of(stack)
+    labelled = env.launchers is not None and env.launchers.skypilot is not None and kueue_pod_config(env) is not None
+    assert ("pod" in _config(stack)["integrations"]["frameworks"]) == labelled
+
+
+def test_the_pod_integration_reaches_the_tenant_namespaces_only() -> None:
+    """Kueue's pod webhook sees every pod where `managedJobsNamespaceSelector` selects: the tenants' pods,
+    never kube-system's or the operators' (which it would gate or, with Kueue down, refuse)."""
+    env = env_of("gke-dev")
+    config = _config("gke-dev")
+    assert "pod" in config["integrations"]["frameworks"], "gke-dev runs SkyPilot on its own cluster"
+    selector = config["managedJobsNamespaceSelector"]
+    tenants = [t.name for t in env.tenants]
+    assert all(_selects(selector, ns) for ns in tenants)
+    for other in ("kube-system", KUEUE_NAMESPACE, KUBERAY_NAMESPACE, "default", "monitoring"):
+        assert not _selects(selector, other), other
+    # Even a tenant named like one: the operators' namespaces as grpo_infra.k8s.operators installs them.
+    excluded = next(e["values"] for e in selector["matchExpressions"] if e["operator"] == "NotIn")
+    assert {"kube-system", KUEUE_NAMESPACE, KUBERAY_NAMESPACE} <= set(excluded)
+
+
+@pytest.mark.parametrize("stack", ["eks-prod", "onprem-k8s", "local-k8s"])
+def test_without_labelled_pods_kueue_keeps_to_the_ray_and_job_kinds(stack: str) -> None:
+    config = _config(stack)
+    assert "pod" not in config["integrations"]["frameworks"] and "managedJobsNamespaceSelector" not in config

@@ -32,10 +32,11 @@ def _rules(env: Any) -> list[str]:
 def test_the_local_stacks_pods_guard_the_cpu_variant_and_a_production_stack_its_declaration() -> None:
     local = env_of("local-k8s")
     assert local.image.variant == "cpu"
-    assert _guard_args(ray_job(local)) == [variant_guard_args(local)] * 2
+    # The head (first) on a CPU node checks the image alone; the GPU workers their node too.
+    assert _guard_args(ray_job(local)) == [variant_guard_args(local, gpu_node=False), variant_guard_args(local)]
     assert "--cuda" not in variant_guard_args(local) and "--grpo-infra" in variant_guard_args(local)
     declared = variant("local-k8s", lambda raw: raw["image"].pop("variant"))
-    assert _guard_args(ray_job(declared)) == [guard_args(declared)] * 2
+    assert _guard_args(ray_job(declared)) == [guard_args(declared, gpu_node=False), guard_args(declared)]
     assert "--cuda" in guard_args(declared)
 
 

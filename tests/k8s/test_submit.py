@@ -4,7 +4,9 @@ and the refusals, judged on RayCluster objects as the API server returns them.""
 
 from __future__ import annotations
 
+import base64
 import copy
+import importlib
 import json
 import os
 import secrets
@@ -16,8 +18,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,11 +29,12 @@ from typer.testing import CliRunner
 
 from grpo_infra import k8s as render
 from grpo_infra.cli import app
+from grpo_infra.cli.common import CHECK_FAILED
 from grpo_infra.k8s.gate import GATE_CONTAINER, GATE_PASSED
 from grpo_infra.k8s.rayjob import entrypoint
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.spec import Environment
-from grpo_infra.submit import SubmitRefused, job_status, refusal, submit
+from grpo_infra.submit import SubmitRefused, active_jobs, job_status, refusal, submit
 from tests import rayhead
 from tests.conftest import ROOT, unavailable
 
@@ -121,22 +126,31 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     rayhead.stop(process)
 
 
+def _post(url: str, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return dict(json.loads(answer.read()))
+
+
 def _wait_for_agent(url: str, token: str) -> None:
-    """Until the head's dashboard agent takes jobs (a trivial one, which runs no python3)."""
-    body = json.dumps({"entrypoint": "true"}).encode()
+    """Until the head's dashboard agent takes jobs (a trivial one, which runs no python3), and that job has
+    ended: the tests start on an idle cluster, as `submit` wants it."""
     deadline = time.monotonic() + 240
     while True:
-        request = urllib.request.Request(
-            f"{url}/api/jobs/", data=body, method="POST",
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )  # fmt: skip
         try:
-            urllib.request.urlopen(request, timeout=10).close()
-            return
+            sid = _post(url, token, "/api/jobs/", {"entrypoint": "true"})["submission_id"]
+            break
         except OSError:
             if time.monotonic() > deadline:
                 pytest.fail("the Ray head's agent took no job within 240 s")
             time.sleep(1)
+    while job_status(url, token, sid) not in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the agent's first job {sid} did not end within 240 s")
+        time.sleep(0.5)
 
 
 def raycluster(tmp: Path, *changes: Any) -> Environment:
@@ -310,3 +324,58 @@ def test_the_submitters_liveness_probe_passes_while_the_head_answers_and_fails_o
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # the kernel completes the handshake; nothing ever reads or answers
         assert run(f"127.0.0.1:{silent.getsockname()[1]}") != 0
+
+
+@contextmanager
+def _running(head: Head, entrypoint: str) -> Iterator[str]:
+    """A job on the head that runs until stopped (`POST /api/jobs/<id>/stop` at the end), once it RUNS."""
+    sid = f"long-{secrets.token_hex(4)}"
+    _post(head.address, head.token, "/api/jobs/", {"entrypoint": entrypoint, "submission_id": sid})
+    try:
+        deadline = time.monotonic() + 60
+        while job_status(head.address, head.token, sid) != "RUNNING":
+            assert time.monotonic() < deadline, f"{sid} did not start within 60 s"
+            time.sleep(0.5)
+        yield sid
+    finally:
+        _post(head.address, head.token, f"/api/jobs/{sid}/stop", {})
+        assert _finished(head, sid) in ("STOPPED", "FAILED", "SUCCEEDED")
+
+
+def test_a_second_job_is_refused_in_one_line_while_one_runs_and_force_sends_it(head: Head, tmp_path: Path) -> None:
+    env = raycluster(tmp_path)
+    with _running(head, "sleep 30") as first:
+        assert [(j.submission_id, j.status) for j in active_jobs(head.address, head.token)] == [(first, "RUNNING")]
+        with pytest.raises(SubmitRefused) as refused:
+            submit(env, head.address, head.token)
+        line = str(refused.value)
+        assert "\n" not in line and f"running submission {first} (RUNNING)" in line and "--force" in line
+        forced = submit(env, head.address, head.token, sid=f"forced-{secrets.token_hex(4)}", force=True)
+        assert forced.status in ("PENDING", "RUNNING", "SUCCEEDED")
+        assert _finished(head, forced.submission_id) == "SUCCEEDED"
+    assert active_jobs(head.address, head.token) == [], "idle again: the next submission goes through"
+
+
+def test_the_command_refuses_a_busy_cluster_and_force_overrides_it(
+    head: Head, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`grpo-infra submit STACK --address URL` against the real head, the RayCluster, its head pod and the
+    token Secret answered as kubectl returns them for an admitted, Ready cluster."""
+    env = raycluster(tmp_path)
+    cli = importlib.import_module("grpo_infra.cli.submit")
+    answers = {
+        "raycluster": _admitted(env),
+        "pods": {"items": [_head_pod(True)]},
+        "secret": {"data": {"auth_token": base64.b64encode(head.token.encode()).decode()}},
+    }
+    monkeypatch.setattr(cli, "load", lambda stack, root: SimpleNamespace(environment=env))
+    monkeypatch.setattr(cli, "_get", lambda kubeconfig, *args: answers[args[2]])
+    command = ["submit", "eks-prod", "--address", head.address]
+    with _running(head, "sleep 30") as first:
+        refused = CliRunner().invoke(app, command)
+        assert refused.exit_code == CHECK_FAILED, refused.output
+        assert refused.output.strip().count("\n") == 0 and f"running submission {first}" in refused.output
+        forced = CliRunner().invoke(app, [*command, "--force"])
+        assert forced.exit_code == 0, forced.output
+        sid = forced.output.split("submitted ", 1)[1].split()[0]
+        assert _finished(head, sid) == "SUCCEEDED"

@@ -119,6 +119,6 @@ def test_wandb_logger_only_with_its_key() -> None:
 def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
     """Hydra keeps the last value of a key: an extra override of a spec-set key would silently win."""
     env = load_stack(stack, ROOT).environment
-    spec_set = {k.removeprefix("+") for k, _ in verl.overrides(env)} - set(env.job.overrides)
+    spec_set = {k.removeprefix("+") for k, _ in verl.overrides(env)} - {k.removeprefix("+") for k in env.job.overrides}
     # The attention implementation is passed only when it is not verl's default.
     assert spec_set | {verl.ATTENTION_KEY.removeprefix("+")} == DERIVED_OVERRIDES
