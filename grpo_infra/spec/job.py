@@ -15,6 +15,7 @@ from ..preflight.defaults import (
 )
 from .base import EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
+from .strings import MAX_DISPLAY_NAME, AbsolutePath, DisplayName, Location, Value
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
 # Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
@@ -62,15 +63,15 @@ DERIVED_OVERRIDES = frozenset(
 _SECRET_LIKE = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$")
 
 OverrideKey = Annotated[str, StringConstraints(pattern=r"^\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")]
-OverrideValue = str | int | float | bool | None | list[str | int | float | bool]
+OverrideValue = Value | int | float | bool | None | list[Value | int | float | bool]
 
 
 class Data(SpecModel):
     """verl's data settings."""
 
-    train_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    train_files: list[Location] = Field(min_length=1)
     """Parquet files verl trains on (`data.train_files`)."""
-    val_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    val_files: list[Location] = Field(min_length=1)
     """Parquet files verl validates on (`data.val_files`)."""
     max_prompt_length: PositiveInt
     """`data.max_prompt_length`, tokens."""
@@ -118,7 +119,7 @@ class NfsExport(SpecModel):
 
     server: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")]
     """NFS server."""
-    path: Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+    path: AbsolutePath
     """Exported path."""
 
 
@@ -129,7 +130,7 @@ class CheckpointVolume(SpecModel):
         Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None
     ) = Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
     nfs: NfsExport | None = None
-    host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
+    host_path: AbsolutePath | None = Field(
         default=None, description="A directory on each node; shared only when `hostPathShared` says so."
     )
     host_path_shared: bool = Field(
@@ -167,9 +168,7 @@ _OBJECT_STORE = re.compile(r"^(s3|s3a|gs|gcs|az|abfss?|hdfs)://", re.IGNORECASE)
 class Checkpoint(SpecModel):
     """Where checkpoints go and how a restarted run resumes."""
 
-    dir: Annotated[str, StringConstraints(pattern=r"^/\S*$")] = Field(
-        description="Shared directory every node sees; resume reads from here after a requeue."
-    )
+    dir: AbsolutePath = Field(description="Shared directory every node sees; resume reads from here after a requeue.")
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
     """`trainer.resume_mode`: `auto` resumes from the newest checkpoint in `dir` after a requeue or restart."""
@@ -295,12 +294,12 @@ class Job(SpecModel):
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
     """Job name: the Ray object's name and sbatch --job-name (RayJob ≤ 47, RayCluster ≤ 53, RayCronJob ≤ 36)."""
-    tenant: str
+    tenant: Annotated[str, StringConstraints(max_length=MAX_DISPLAY_NAME)]
     """The tenant whose queue and quota the job uses."""
-    pool: str
+    pool: Annotated[str, StringConstraints(max_length=MAX_DISPLAY_NAME)]
     """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
-    model_path: Annotated[str, StringConstraints(min_length=1)]
+    model_path: Location
     """`actor_rollout_ref.model.path`."""
     data: Data
     batch: Batch
@@ -310,14 +309,14 @@ class Job(SpecModel):
     """`actor.optim.lr`."""
     total_epochs: PositiveInt
     """`trainer.total_epochs`."""
-    project: Annotated[str, StringConstraints(min_length=1)]
+    project: DisplayName
     """`trainer.project_name`."""
-    experiment: Annotated[str, StringConstraints(min_length=1)]
+    experiment: DisplayName
     """`trainer.experiment_name`."""
     checkpoint: Checkpoint
     overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
     """Extra verl Hydra overrides; the derived keys (nnodes, GPUs per node, ...) are refused."""
-    env: dict[EnvName, str] = Field(default_factory=dict)
+    env: dict[EnvName, Value] = Field(default_factory=dict)
     """Plain environment variables of every process; credentials belong in `secrets`."""
     secrets: list[SecretRef] = Field(default_factory=list)
     """Environment variables taken from Pulumi secrets of this stack."""
