@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PlainValidator, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from ..preflight.defaults import (
     DEFAULT_BACKEND,
@@ -15,7 +16,7 @@ from ..preflight.defaults import (
 )
 from .base import EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
-from .strings import MAX_DISPLAY_NAME, AbsolutePath, DisplayName, Location, Value
+from .strings import MAX_DISPLAY_NAME, MAX_PATH, AbsolutePath, DisplayName, Location, Value, visible
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
 # Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
@@ -63,7 +64,34 @@ DERIVED_OVERRIDES = frozenset(
 _SECRET_LIKE = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$")
 
 OverrideKey = Annotated[str, StringConstraints(pattern=r"^\+{0,2}[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")]
-OverrideValue = Value | int | float | bool | None | list[Value | int | float | bool]
+OverrideValue = str | int | float | bool | None | list[str | int | float | bool]
+
+
+def _override_item(value: object) -> str | int | float | bool:
+    """One scalar of an override: a finite number, a boolean, or printable text on one line."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {value}")
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_PATH:
+            raise ValueError(f"string should have at most {MAX_PATH} characters")
+        return visible(value)
+    raise ValueError("expected a string, a number, a boolean, null or a list of those")
+
+
+def _override_value(value: object) -> OverrideValue:
+    """An override's value, checked as one value: a union's per-member errors would name no single problem."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_override_item(item) for item in value]
+    return _override_item(value)
+
+
+Override = Annotated[OverrideValue, PlainValidator(_override_value, json_schema_input_type=OverrideValue)]
 
 
 class Data(SpecModel):
@@ -314,7 +342,7 @@ class Job(SpecModel):
     experiment: DisplayName
     """`trainer.experiment_name`."""
     checkpoint: Checkpoint
-    overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
+    overrides: dict[OverrideKey, Override] = Field(default_factory=dict)
     """Extra verl Hydra overrides; the derived keys (nnodes, GPUs per node, ...) are refused."""
     env: dict[EnvName, Value] = Field(default_factory=dict)
     """Plain environment variables of every process; credentials belong in `secrets`."""
