@@ -14,9 +14,9 @@ from ..preflight.defaults import (
     DEFAULT_ITERATIONS,
     DEFAULT_TIMEOUT_S,
 )
-from .base import EnvName, PositiveInt, SpecModel
+from .base import DnsLabel, EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
-from .strings import MAX_DISPLAY_NAME, MAX_PATH, AbsolutePath, DisplayName, Location, Value, visible
+from .strings import MAX_PATH, AbsolutePath, DisplayName, Location, Value, visible
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
 # Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
@@ -322,9 +322,9 @@ class Job(SpecModel):
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
     """Job name: the Ray object's name and sbatch --job-name (RayJob ≤ 47, RayCluster ≤ 53, RayCronJob ≤ 36)."""
-    tenant: Annotated[str, StringConstraints(max_length=MAX_DISPLAY_NAME)]
+    tenant: DnsLabel
     """The tenant whose queue and quota the job uses."""
-    pool: Annotated[str, StringConstraints(max_length=MAX_DISPLAY_NAME)]
+    pool: DnsLabel
     """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
     model_path: Location

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.cyaml
 
 from .strings import shown
 
@@ -106,15 +107,29 @@ def _at(mark: yaml.Mark | None, reason: str, path: str = "") -> StackFileRefusal
     return StackFileRefusal(reason, mark.line + 1, mark.column + 1, path)
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that composes only plain trees: bounded depth, scalar keys, no aliases.
+class _EventSource(yaml.cyaml.CParser if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """YAML events from libyaml when PyYAML has it (several times faster), else from PyYAML's own parser."""
+
+
+class _BoundedLoader(_EventSource, yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """A safe loader that composes only plain trees: bounded depth, scalar keys, no aliases.
 
     The bounds are checked while composing nodes, before any Python value exists, so neither an alias
-    bomb nor a recursive alias nor a deep nest ever reaches the constructor or a recursive walk.
+    bomb nor a recursive alias nor a deep nest ever reaches the constructor or a recursive walk. The
+    composition is PyYAML's Python one even over libyaml's events: libyaml's own composer has no hook.
     """
 
+    get_single_node = yaml.composer.Composer.get_single_node
+    compose_document = yaml.composer.Composer.compose_document
+    compose_scalar_node = yaml.composer.Composer.compose_scalar_node
+    compose_sequence_node = yaml.composer.Composer.compose_sequence_node
+    compose_mapping_node = yaml.composer.Composer.compose_mapping_node
+
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        _EventSource.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self._path: list[str] = []
 
     def field_path(self) -> str:
@@ -175,7 +190,7 @@ class _BoundedLoader(yaml.SafeLoader):
             )
         if is_key and not isinstance(event, yaml.ScalarEvent):
             raise _at(event.start_mark, "a mapping key must be a plain scalar, not a list or a mapping", where)
-        if is_key and event.value == _MERGE_KEY and event.style is None:
+        if is_key and event.value == _MERGE_KEY and event.implicit[0]:
             raise _at(
                 event.start_mark, "YAML merge keys (<<) are not accepted in a stack file; write the keys out", where
             )

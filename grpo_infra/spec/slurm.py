@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from ..ports import BLOCK_SIZE, block_count
-from .base import SpecModel
-from .strings import MAX_DISPLAY_NAME, MAX_PATH, Hostlist, Location, visible
+from .base import DnsLabel, SpecModel
+from .strings import MAX_PATH, Hostlist, Location, visible
 
 _TIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2})$")
 
@@ -141,7 +141,7 @@ class Switch(SpecModel):
 class NodeLayout(SpecModel):
     """A pool's CPU layout as `slurmd -C` prints it on one of its nodes, and the memory kept for the system."""
 
-    pool: Annotated[str, StringConstraints(max_length=MAX_DISPLAY_NAME)]
+    pool: DnsLabel
     """The pool whose nodes have this layout."""
     sockets: Annotated[int, Field(ge=1, le=64)]
     """`Sockets=` of `slurmd -C`."""
