@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .environment import Environment
-from .reading import StackFileRefusal, read_document
+from .reading import StackFileRefusal, read_document, read_lock
 from .strings import shown
 
 PROJECT = "grpo-infra"
@@ -82,7 +82,10 @@ def with_lock(env: Environment, root: Path, stack: str, source: str) -> Environm
     if build.lock is not None:
         raise SpecError(source, [f"image.build.lock: not a stack setting; the lock is read from {lock_source(stack)}"])
     path = root / lock_source(stack)
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    try:
+        text = read_lock(path) if path.is_file() else None
+    except StackFileRefusal as exc:
+        raise SpecError(lock_source(stack), [exc.render()]) from None
     image = env.image.model_copy(update={"build": build.model_copy(update={"lock": text})})
     return env.model_copy(update={"image": image})
 

@@ -21,6 +21,8 @@ from .strings import shown
 
 # Far above any real stack file (the shipped ones are about 5 KB); small enough to read at once.
 MAX_FILE_BYTES = 1024 * 1024
+# The shipped image locks are under 0.5 MiB (the hashes of a few hundred wheels).
+MAX_LOCK_BYTES = 16 * 1024 * 1024
 # The deepest real path (config, environment, job, overrides, key, list, value) is about 8 levels.
 MAX_DEPTH = 32
 # Explicit tags a stack file may carry: those of plain YAML values. `!!binary`, `!!set`, `!!omap`,
@@ -66,13 +68,20 @@ def read_document(path: Path) -> Any:
         loader.dispose()
 
 
-def _bounded_bytes(path: Path) -> bytes:
-    """At most MAX_FILE_BYTES of the file: a larger one (or an endless device) is refused, never read whole."""
+def _bounded_bytes(path: Path, limit: int = MAX_FILE_BYTES, what: str = "a stack file is a few KiB of YAML") -> bytes:
+    """At most `limit` bytes of the file: a larger one (or an endless device) is refused, never read whole."""
     with path.open("rb") as handle:
-        data = handle.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise StackFileRefusal(f"larger than {MAX_FILE_BYTES // 1024} KiB; a stack file is a few KiB of YAML")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise StackFileRefusal(f"larger than {limit // 1024} KiB; {what}")
     return data
+
+
+def read_lock(path: Path) -> str:
+    """An image lock's text, read with a bound: it is a file of the stack, as untrusted as the stack file."""
+    text = _utf8(_bounded_bytes(path, MAX_LOCK_BYTES, "an image lock is a few hundred KiB of hashes"))
+    _refuse_unprintable(text)
+    return text
 
 
 def _utf8(data: bytes) -> str:

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_infra.cli import app
+from grpo_infra.spec import reading
 
 SHIPPED = Path(__file__).parents[2] / "stacks"
 BASE = (SHIPPED / "Pulumi.local-slurm.yaml").read_text()
@@ -114,3 +115,20 @@ def test_a_stack_name_with_control_characters_is_refused_escaped(tmp_path: Path,
     message = refusal(tmp_path, BASE, stack=name)
     assert "stack name" in message
     assert all(ch not in message for ch in "\x7f\x1b")
+
+
+def test_an_image_lock_is_read_with_a_bound_and_named_when_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock is a file of the stack like the stack file itself: a runaway one is refused, not read whole."""
+    monkeypatch.setattr(reading, "MAX_LOCK_BYTES", 64 * 1024)
+    root = _project(tmp_path, (SHIPPED / "Pulumi.local-k8s.yaml").read_text())
+    (root / "stacks" / "locks").mkdir()
+    (root / "stacks" / "locks" / "bad.txt").write_text("numpy==2.0 --hash=sha256:00\n" * 4096)
+    result = CliRunner().invoke(app, ["synth", "bad", "--root", str(root), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert (
+        result.output.strip()
+        == "error: stacks/locks/bad.txt: larger than 64 KiB; an image lock is a few hundred KiB of hashes"
+    )
+    assert not (tmp_path / "out").exists()
