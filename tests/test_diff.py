@@ -83,3 +83,23 @@ def test_diff_of_a_stack_new_since_the_ref_adds_every_file(tmp_path: Path) -> No
     for path in written:
         assert f"--- /dev/null\n+++ b/{path}\n" in result.output
     assert "--- a/" not in result.output
+
+
+def test_a_ref_that_looks_like_an_option_is_refused_and_truncates_nothing(tmp_path: Path) -> None:
+    """`--against=--output=FILE` once reached `git archive` as its option and emptied FILE."""
+    repo = _project(tmp_path)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("kept\n")
+    result = CliRunner().invoke(app, ["diff", "eks-prod", "--root", str(repo), f"--against=--output={precious}"])
+    assert result.exit_code == 2, result.output
+    assert precious.read_text() == "kept\n"
+    assert "may not start with `-`" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_ref_git_would_read_as_a_listing_option_is_one_line_of_bad_input(tmp_path: Path) -> None:
+    repo = _project(tmp_path)
+    result = CliRunner().invoke(app, ["diff", "eks-prod", "--root", str(repo), "--against=--list"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert len(result.output.strip().splitlines()) == 1

@@ -99,7 +99,8 @@ def project_root(root: Path | None) -> Path:
 
 def fail(message: str, code: int = BAD_INPUT) -> NoReturn:
     """Print one readable error and exit; never a traceback for bad input."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    # emoji=False: a stack key such as `x:a:` is text, not the `:a:` emoji code Rich would substitute.
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, emoji=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

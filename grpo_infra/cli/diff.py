@@ -22,6 +22,7 @@ from rich.table import Table
 from .. import synth as synthesis
 from ..archives import UnsafeArchive, extract_all
 from ..spec.load import stack_path
+from ..spec.strings import shown
 from .common import BAD_INPUT, RootOption, console, fail, load, project_root
 
 
@@ -67,9 +68,29 @@ def compare(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, st
     return out
 
 
+def resolve_commit(ref: str, base: Path) -> str:
+    """The commit `ref` names, or exit 2; the ref never reaches git where it would be read as an option.
+
+    `--against=--output=FILE` passed to `git archive` would write (truncate) FILE; a ref starting with `-`
+    is refused, and the rest is resolved after `--end-of-options`, so git takes it only as a revision."""
+    if not ref or ref.startswith("-") or any(not c.isprintable() for c in ref):
+        fail(f"--against {shown(ref)!r}: not a git ref (a branch, tag or commit; it may not start with `-`)")
+    found = subprocess.run(
+        ["git", "-C", str(base), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode != 0:
+        fail(f"cannot read git ref {ref!r}: not a commit in {base}", BAD_INPUT)
+    return found.stdout.strip()
+
+
 def render_at_ref(stack: str, ref: str, base: Path) -> dict[str, str]:
     """Files the ref's code renders for the ref's version of the stack ({} if the stack is new)."""
-    archive = subprocess.run(["git", "-C", str(base), "archive", "--format=tar", ref], capture_output=True)
+    commit = resolve_commit(ref, base)
+    archive = subprocess.run(
+        ["git", "-C", str(base), "archive", "--format=tar", "--end-of-options", commit], capture_output=True
+    )
     if archive.returncode != 0:
         fail(f"cannot read git ref {ref!r}: {archive.stderr.decode(errors='replace').strip()}", BAD_INPUT)
     with tempfile.TemporaryDirectory(prefix="grpo-infra-diff-") as tmp:

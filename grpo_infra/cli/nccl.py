@@ -7,6 +7,7 @@ Exit codes: ``parse`` 0 when every file was read, 2 when one could not be; ``ver
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -163,11 +164,15 @@ def verdict(
     if fabric not in GATE_FABRICS:
         err.print(f"error: --fabric must be one of {', '.join(GATE_FABRICS)}, got {fabric!r}", markup=False)
         raise typer.Exit(2)
-    if fraction <= 0:
-        err.print("error: --fraction must be above 0", markup=False)
+    # NaN compares false with every bound, so it would pass each check below and then the gate itself.
+    if not math.isfinite(fraction) or fraction <= 0:
+        err.print("error: --fraction must be above 0, a finite number", markup=False)
         raise typer.Exit(2)
-    if expected_busbw is not None and expected_busbw <= 0:
-        err.print("error: --expected-busbw must be above 0 GB/s (a zero threshold passes anything)", markup=False)
+    if expected_busbw is not None and (not math.isfinite(expected_busbw) or expected_busbw <= 0):
+        err.print(
+            "error: --expected-busbw must be above 0 GB/s, a finite number (a zero threshold passes anything)",
+            markup=False,
+        )
         raise typer.Exit(2)
     reports, failed = _read_all(files, err)
     if failed:

@@ -118,16 +118,19 @@ def world_size_guard(env: Environment) -> str | None:
     if env.job.checkpoint.resume != "auto":
         return None
     gang = env.gang
+    directory = shlex.quote(env.job.checkpoint.dir)
     record = shlex.quote(f"{env.job.checkpoint.dir.rstrip('/')}/{WORLD_SIZE_FILE}")
     size = f"{gang.nodes}x{gang.gpus_per_node}"
+    # The directory is a word of its own between the double-quoted parts: a `$(...)`, `"` or backquote in the
+    # stack's path is printed, never run, and cannot end the quotes around the rest of the line.
     refusal = (
-        f"refused: the checkpoints in {env.job.checkpoint.dir} were written by a gang of $(cat {record}) "
-        f"(nodes x GPUs), this attempt is {size}; verl cannot resume with another world size (verl#2265)"
+        f'"refused: the checkpoints in "{directory}" were written by a gang of $found '
+        f'(nodes x GPUs), this attempt is {size}; verl cannot resume with another world size (verl#2265)"'
     )
     # One `{ ...; }` group: joined to the other steps by `&&`, its `;`s cannot let a later step run after it failed.
     return (
-        f'{{ if [ -f {record} ]; then if [ "$(cat {record})" != {size} ]; then echo "{refusal}" >&2; exit 1; fi; fi; '
-        f"mkdir -p {shlex.quote(env.job.checkpoint.dir)}; echo {size} > {record}; }}"
+        f'{{ if [ -f {record} ]; then found=$(cat {record}); if [ "$found" != {size} ]; then echo {refusal} >&2; '
+        f"exit 1; fi; fi; mkdir -p {directory}; echo {size} > {record}; }}"
     )
 
 

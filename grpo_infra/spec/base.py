@@ -24,6 +24,8 @@ class SpecModel(BaseModel):
         validate_default=True,
         # A docstring under a field is its description: docs/spec.md is generated from them.
         use_attribute_docstrings=True,
+        # inf and nan are no setting anyone means: a NaN bandwidth passes every comparison, inf overflows.
+        allow_inf_nan=False,
     )
 
 

@@ -16,6 +16,7 @@ from .kubernetes import Kubernetes
 from .launchers import Launchers
 from .pools import Pool
 from .slurm import Slurm
+from .strings import FreeText
 from .tenants import Tenant
 
 
@@ -24,7 +25,7 @@ class Environment(SpecModel):
 
     target: Literal["kubernetes", "slurm"]
     """Which scheduler runs the gang: a Kubernetes cluster (KubeRay + Kueue) or a Slurm cluster."""
-    description: str = ""
+    description: FreeText = ""
     """One line for people: what this environment is."""
     kubernetes: Kubernetes | None = None
     slurm: Slurm | None = None

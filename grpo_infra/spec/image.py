@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from .base import SpecModel
+from .strings import MAX_IMAGE_REF
 
 # A release such as 2.60.0 or 0.5.2.post1 (PEP 440 public versions without epochs or local parts).
 Version = Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+){1,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")]
@@ -23,7 +24,8 @@ MinorVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")]
 ImageRef = Annotated[
     str,
     StringConstraints(
-        pattern=r"^[a-z0-9]([a-z0-9._:-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[\w][\w.-]{0,127})?$"
+        pattern=r"^[a-z0-9]([a-z0-9._:-]*[a-z0-9])?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[\w][\w.-]{0,127})?$",
+        max_length=MAX_IMAGE_REF,
     ),
 ]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]

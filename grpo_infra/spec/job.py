@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PlainValidator, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from ..preflight.defaults import (
     DEFAULT_BACKEND,
@@ -13,8 +14,9 @@ from ..preflight.defaults import (
     DEFAULT_ITERATIONS,
     DEFAULT_TIMEOUT_S,
 )
-from .base import EnvName, PositiveInt, SpecModel
+from .base import DnsLabel, EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
+from .strings import MAX_PATH, AbsolutePath, DisplayName, Location, Value, visible
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
 # Every override grpo_infra.verl derives from the spec or the allocation. An override of one of these
@@ -65,12 +67,39 @@ OverrideKey = Annotated[str, StringConstraints(pattern=r"^\+{0,2}[A-Za-z_][A-Za-
 OverrideValue = str | int | float | bool | None | list[str | int | float | bool]
 
 
+def _override_item(value: object) -> str | int | float | bool:
+    """One scalar of an override: a finite number, a boolean, or printable text on one line."""
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {value}")
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_PATH:
+            raise ValueError(f"string should have at most {MAX_PATH} characters")
+        return visible(value)
+    raise ValueError("expected a string, a number, a boolean, null or a list of those")
+
+
+def _override_value(value: object) -> OverrideValue:
+    """An override's value, checked as one value: a union's per-member errors would name no single problem."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_override_item(item) for item in value]
+    return _override_item(value)
+
+
+Override = Annotated[OverrideValue, PlainValidator(_override_value, json_schema_input_type=OverrideValue)]
+
+
 class Data(SpecModel):
     """verl's data settings."""
 
-    train_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    train_files: list[Location] = Field(min_length=1)
     """Parquet files verl trains on (`data.train_files`)."""
-    val_files: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    val_files: list[Location] = Field(min_length=1)
     """Parquet files verl validates on (`data.val_files`)."""
     max_prompt_length: PositiveInt
     """`data.max_prompt_length`, tokens."""
@@ -118,7 +147,7 @@ class NfsExport(SpecModel):
 
     server: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")]
     """NFS server."""
-    path: Annotated[str, StringConstraints(pattern=r"^/\S*$")]
+    path: AbsolutePath
     """Exported path."""
 
 
@@ -129,7 +158,7 @@ class CheckpointVolume(SpecModel):
         Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] | None
     ) = Field(default=None, description="A ReadWriteMany PersistentVolumeClaim in the tenant's namespace.")
     nfs: NfsExport | None = None
-    host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
+    host_path: AbsolutePath | None = Field(
         default=None, description="A directory on each node; shared only when `hostPathShared` says so."
     )
     host_path_shared: bool = Field(
@@ -167,9 +196,7 @@ _OBJECT_STORE = re.compile(r"^(s3|s3a|gs|gcs|az|abfss?|hdfs)://", re.IGNORECASE)
 class Checkpoint(SpecModel):
     """Where checkpoints go and how a restarted run resumes."""
 
-    dir: Annotated[str, StringConstraints(pattern=r"^/\S*$")] = Field(
-        description="Shared directory every node sees; resume reads from here after a requeue."
-    )
+    dir: AbsolutePath = Field(description="Shared directory every node sees; resume reads from here after a requeue.")
     save_freq: PositiveInt = Field(description="Save every N training steps.")
     resume: Literal["auto", "disable"] = "auto"
     """`trainer.resume_mode`: `auto` resumes from the newest checkpoint in `dir` after a requeue or restart."""
@@ -295,12 +322,12 @@ class Job(SpecModel):
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
     """Job name: the Ray object's name and sbatch --job-name (RayJob ≤ 47, RayCluster ≤ 53, RayCronJob ≤ 36)."""
-    tenant: str
+    tenant: DnsLabel
     """The tenant whose queue and quota the job uses."""
-    pool: str
+    pool: DnsLabel
     """The pool the gang runs on."""
     nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
-    model_path: Annotated[str, StringConstraints(min_length=1)]
+    model_path: Location
     """`actor_rollout_ref.model.path`."""
     data: Data
     batch: Batch
@@ -310,14 +337,14 @@ class Job(SpecModel):
     """`actor.optim.lr`."""
     total_epochs: PositiveInt
     """`trainer.total_epochs`."""
-    project: Annotated[str, StringConstraints(min_length=1)]
+    project: DisplayName
     """`trainer.project_name`."""
-    experiment: Annotated[str, StringConstraints(min_length=1)]
+    experiment: DisplayName
     """`trainer.experiment_name`."""
     checkpoint: Checkpoint
-    overrides: dict[OverrideKey, OverrideValue] = Field(default_factory=dict)
+    overrides: dict[OverrideKey, Override] = Field(default_factory=dict)
     """Extra verl Hydra overrides; the derived keys (nnodes, GPUs per node, ...) are refused."""
-    env: dict[EnvName, str] = Field(default_factory=dict)
+    env: dict[EnvName, Value] = Field(default_factory=dict)
     """Plain environment variables of every process; credentials belong in `secrets`."""
     secrets: list[SecretRef] = Field(default_factory=list)
     """Environment variables taken from Pulumi secrets of this stack."""

@@ -11,6 +11,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
 from .job import NfsExport
 from .pools import LabelKey, LabelValue
+from .strings import AbsolutePath
 
 
 class NodeReserve(SpecModel):
@@ -51,7 +52,7 @@ class Volume(SpecModel):
     ) = None
     """A PersistentVolumeClaim in the tenant's namespace (ReadWriteMany or ReadOnlyMany)."""
     nfs: NfsExport | None = None
-    host_path: Annotated[str, StringConstraints(pattern=r"^/\S*$")] | None = Field(
+    host_path: AbsolutePath | None = Field(
         default=None, description="A shared file system already mounted at this path on every node."
     )
 
@@ -160,7 +161,7 @@ class Topology(SpecModel):
 
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "gpu-topology"
     """Name of the Kueue Topology object."""
-    levels: list[Annotated[str, StringConstraints(min_length=1, max_length=316)]] = Field(min_length=1, max_length=16)
+    levels: list[LabelKey] = Field(min_length=1, max_length=16)
     """Node label keys, coarsest first; `kubernetes.io/hostname` may only be last."""
 
     @field_validator("levels")

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from .base import DnsLabel, SpecModel
 from .slurm import PortRange
+from .strings import MAX_PATH, visible
 
 Interface = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$")]
-AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[^\s'\"$`\\]*$")]
+AbsolutePath = Annotated[
+    str, StringConstraints(pattern=r"^/[^\s'\"$`\\]*$", max_length=MAX_PATH), AfterValidator(visible)
+]
 
 # SkyPilot 0.14.1 accepts `resources.infra` as cloud[/region[/zone]] or k8s/kubernetes[/context], the
 # clouds from sky/skylet/constants.py ALL_CLOUDS (line 885), matched by sky/utils/schemas.py

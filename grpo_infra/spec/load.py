@@ -9,6 +9,7 @@ returns under `pulumi up`. Secrets are separate top-level keys holding `secure:`
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .environment import Environment
+from .reading import StackFileRefusal, read_document, read_lock
+from .strings import shown
 
 PROJECT = "grpo-infra"
 ENVIRONMENT_KEY = f"{PROJECT}:environment"
@@ -36,10 +38,12 @@ class SpecError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The refusal as printed: control and invisible characters of the input shown escaped."""
+        source = shown(self.source)
         if len(self.problems) == 1:
-            return f"{self.source}: {self.problems[0]}"
-        lines = [f"{self.source}: {len(self.problems)} problems"]
-        lines += [f"  - {p}" for p in self.problems]
+            return f"{source}: {shown(self.problems[0])}"
+        lines = [f"{source}: {len(self.problems)} problems"]
+        lines += [f"  - {shown(p)}" for p in self.problems]
         return "\n".join(lines)
 
 
@@ -51,28 +55,6 @@ class Stack:
     path: Path
     environment: Environment
     secret_keys: frozenset[str]
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys, which PyYAML would otherwise let the last one win."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def stack_path(stack: str, root: Path) -> Path:
@@ -100,7 +82,10 @@ def with_lock(env: Environment, root: Path, stack: str, source: str) -> Environm
     if build.lock is not None:
         raise SpecError(source, [f"image.build.lock: not a stack setting; the lock is read from {lock_source(stack)}"])
     path = root / lock_source(stack)
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    try:
+        text = read_lock(path) if path.is_file() else None
+    except StackFileRefusal as exc:
+        raise SpecError(lock_source(stack), [exc.render()]) from None
     image = env.image.model_copy(update={"build": build.model_copy(update={"lock": text})})
     return env.model_copy(update={"image": image})
 
@@ -110,19 +95,35 @@ def list_stacks(root: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (root / "stacks").glob("Pulumi.*.yaml"))
 
 
+# Pulumi's stack names: letters, digits, `-`, `_` and `.`; bounded well below a file name's 255 bytes.
+_STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_STACK_NAME = 100
+
+
+def check_stack_name(stack: str) -> None:
+    """Refuse a stack name that is not one file name of a few characters, before it touches the file system.
+
+    A name is part of a path: `/`, `..`, control characters or 300 characters would otherwise reach
+    `open` (a traceback, or another file than the stack's)."""
+    source = stack_source(stack if len(stack) <= MAX_STACK_NAME else f"{stack[:40]}…")
+    if len(stack) > MAX_STACK_NAME:
+        raise SpecError(source, [f"stack name is {len(stack)} characters; at most {MAX_STACK_NAME}"])
+    if not _STACK_NAME.fullmatch(stack):
+        raise SpecError(source, ["stack name: expected letters, digits, `-`, `_` and `.` (a Pulumi stack name)"])
+
+
 def load_stack(stack: str, root: Path = Path()) -> Stack:
     """Read and validate `stacks/Pulumi.<stack>.yaml`; raise SpecError on any bad input."""
+    check_stack_name(stack)
     path = stack_path(stack, root)
     source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     if not path.is_file():
         known = ", ".join(list_stacks(root)) or "none"
         raise SpecError(source, [f"no such stack {stack!r} (stacks here: {known})"])
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        raise SpecError(source, [f"YAML does not parse: {_yaml_reason(exc)}"]) from None
-    except UnicodeDecodeError:
-        raise SpecError(source, ["not UTF-8 text"]) from None
+        document = read_document(path)
+    except StackFileRefusal as exc:
+        raise SpecError(source, [exc.render()]) from None
     config = _stack_config(document, source)
     secret_keys = frozenset(k for k, v in config.items() if _is_secure(v))
     env = with_lock(environment_from_config(config, secret_keys, source), root, stack, source)
@@ -217,13 +218,6 @@ def _kind(value: Any) -> str:
         int: "an integer",
         float: "a number",
     }.get(type(value), type(value).__name__)
-
-
-def _yaml_reason(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    return f"{where}{problem}"
 
 
 def _format_loc(loc: tuple[int | str, ...]) -> str:

@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 import hostlist
-from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
+from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
 from .providers import EFA_INTERFACES, GKE_GPU_TAINT, efa_interfaces
+from .strings import DisplayName, Hostlist
 
 LabelKey = Annotated[
     str,
@@ -33,9 +34,7 @@ PLACEHOLDER_GPU = "placeholder"
 class Gpu(SpecModel):
     """The accelerator of a pool."""
 
-    model: Annotated[str, StringConstraints(min_length=1)] = Field(
-        description="Marketing model, e.g. H100-80GB; used in docs and Slurm node Features."
-    )
+    model: DisplayName = Field(description="Marketing model, e.g. H100-80GB; used in docs and Slurm node Features.")
     resource: ResourceName = Field(
         default="nvidia.com/gpu", description="Kubernetes extended resource the device plugin advertises."
     )
@@ -266,7 +265,7 @@ class Pool(SpecModel):
     gpu: Gpu
     nodes: PositiveInt | None = None
     """Node count of a cloud pool (EKS, GKE)."""
-    hosts: Annotated[str, StringConstraints(min_length=1)] | None = None
+    hosts: Hostlist | None = None
     """Hostlist of an existing cluster's or Slurm pool's machines; its length is the size."""
     cpus: Annotated[int, Field(ge=1, le=4096)]
     """CPUs per node."""
@@ -286,19 +285,6 @@ class Pool(SpecModel):
     eks: EksNodes | None = None
     gke: GkeNodes | None = None
     existing: ExistingNodes | None = None
-
-    @field_validator("hosts")
-    @classmethod
-    def _hostlist_parses(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        try:
-            names = hostlist.expand_hostlist(value)
-        except hostlist.BadHostlist as exc:
-            raise ValueError(f"not a Slurm hostlist such as gpu[001-016] ({exc})") from None
-        if len(names) != len(set(names)):
-            raise ValueError("the hostlist names a host twice")
-        return value
 
     @model_validator(mode="after")
     def _kernel_memory_below_nominal(self) -> Pool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from ..ports import BLOCK_SIZE, block_count
-from .base import SpecModel
+from .base import DnsLabel, SpecModel
+from .strings import MAX_PATH, Hostlist, Location, visible
 
 _TIME = re.compile(r"^(?:(?P<d>\d+)-)?(?P<h>\d+):(?P<m>\d{2}):(?P<s>\d{2})$")
 
@@ -26,7 +27,9 @@ def time_limit_minutes(value: str) -> int:
 
 
 SlurmTime = Annotated[str, StringConstraints(pattern=_TIME.pattern)]
-AbsolutePath = Annotated[str, StringConstraints(pattern=r"^/[^:,\s'\"$`\\]*$")]
+AbsolutePath = Annotated[
+    str, StringConstraints(pattern=r"^/[^:,\s'\"$`\\]*$", max_length=MAX_PATH), AfterValidator(visible)
+]
 # GRES names (GresTypes) and TRES names (AccountingStorageTRES, e.g. gres/gpu), as slurm.conf spells them.
 GresName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
 TresName = Annotated[str, StringConstraints(pattern=r"^[a-z]+(/[A-Za-z0-9_:.-]+)?$")]
@@ -52,12 +55,18 @@ class Container(SpecModel):
 
     runtime: Literal["none", "pyxis", "apptainer"]
     """`none`, Pyxis/Enroot (`srun --container-image`) or Apptainer (`apptainer exec --nv`)."""
-    image: Annotated[str, StringConstraints(min_length=1)] | None = Field(
+    image: Location | None = Field(
         default=None,
         description="The stack's image (`image`) in this runtime's own form: an enroot squashfs or URI for pyxis, "
         "a .sif for Apptainer; `image.ref` is pulled when omitted.",
     )
-    mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$")]] = Field(default_factory=list)
+    mounts: list[
+        Annotated[
+            str,
+            StringConstraints(pattern=r"^/[^:,\s]*(:/[^:,\s]*)?$", max_length=2 * MAX_PATH + 1),
+            AfterValidator(visible),
+        ]
+    ] = Field(default_factory=list)
     """`/host/path:/container/path` bind mounts."""
     workdir: AbsolutePath | None = Field(
         default=None,
@@ -82,8 +91,8 @@ class Gres(SpecModel):
 
     autodetect: Literal["nvml"] | None = None
     """`nvml`: slurmd finds the GPUs itself."""
-    files: Annotated[str, StringConstraints(pattern=r"^/\S+$")] | None = Field(
-        default=None, description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7]."
+    files: Annotated[str, StringConstraints(pattern=r"^/\S+$", max_length=MAX_PATH), AfterValidator(visible)] | None = (
+        Field(default=None, description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7].")
     )
 
     @model_validator(mode="after")
@@ -118,9 +127,7 @@ class Switch(SpecModel):
 
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
     """Switch name in topology.conf."""
-    nodes: Annotated[str, StringConstraints(min_length=1)] | None = Field(
-        default=None, description="Hostlist of the nodes cabled to this leaf switch."
-    )
+    nodes: Hostlist | None = Field(default=None, description="Hostlist of the nodes cabled to this leaf switch.")
     switches: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]] | None = None
     """Switches below this one (a spine)."""
 
@@ -134,7 +141,7 @@ class Switch(SpecModel):
 class NodeLayout(SpecModel):
     """A pool's CPU layout as `slurmd -C` prints it on one of its nodes, and the memory kept for the system."""
 
-    pool: str
+    pool: DnsLabel
     """The pool whose nodes have this layout."""
     sockets: Annotated[int, Field(ge=1, le=64)]
     """`Sockets=` of `slurmd -C`."""

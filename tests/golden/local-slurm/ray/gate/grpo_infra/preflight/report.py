@@ -9,6 +9,11 @@ from typing import Any
 from .nccl_log import NcclLogReport, parse_nccl_log
 from .nccl_tests import NcclTestsReport, parse_nccl_tests
 
+# One run's nccl-tests output with NCCL_DEBUG=INFO on a few hundred GPUs is tens of MiB.
+MAX_REPORT_BYTES = 256 << 20
+# Where a binary file (a NUL byte) is looked for before the rest is read.
+_HEAD_BYTES = 4096
+
 
 class UnreadableInput(Exception):
     """A file that is missing, not text, or holds nothing from nccl-tests or NCCL."""
@@ -103,13 +108,24 @@ def read_report(path: str | Path) -> FileReport:
     """Read and parse one file; UnreadableInput says why in one line when it cannot be."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = _bounded_read(path)
     except FileNotFoundError:
         raise UnreadableInput(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UnreadableInput(f"{path}: is a directory") from None
     except OSError as err:
         raise UnreadableInput(f"{path}: cannot read ({err.strerror})") from None
-    if b"\x00" in data[:4096]:
-        raise UnreadableInput(f"{path}: binary file, not text output")
     return parse_text(data.decode("utf-8", errors="replace"), str(path))
+
+
+def _bounded_read(path: Path) -> bytes:
+    """The file's bytes, refused unread past a binary head or MAX_REPORT_BYTES: `/dev/zero`, a device or a
+    runaway log would otherwise be read whole into memory."""
+    with path.open("rb") as handle:
+        head = handle.read(_HEAD_BYTES)
+        if b"\x00" in head:
+            raise UnreadableInput(f"{path}: binary file, not text output")
+        data = head + handle.read(MAX_REPORT_BYTES + 1 - len(head))
+    if len(data) > MAX_REPORT_BYTES:
+        raise UnreadableInput(f"{path}: larger than {MAX_REPORT_BYTES >> 20} MiB; not the output of one run")
+    return data
