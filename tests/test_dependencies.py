@@ -1,4 +1,5 @@
-"""Every third-party module the package imports comes from a distribution pyproject declares, at an exact pin.
+"""Every third-party module the package imports comes from a distribution pyproject declares, at an exact pin
+(or one a declared distribution itself requires at an exact pin: pydantic==2.13.4 → pydantic-core==2.46.4).
 
 An undeclared import works in the development environment (something else brought the module) and fails
 for a user who installs the package: typer 0.29 stopped bringing click, and `grpo-infra --help` broke.
@@ -109,8 +110,18 @@ def distributions_of(module: str) -> set[str]:
     }
 
 
+def pinned_by(distribution: str) -> set[str]:
+    """The distributions `distribution` requires at an exact version, whatever the extras and platform."""
+    try:
+        wanted = importlib.metadata.requires(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return set()
+    return {requirement_name(r) for r in wanted if ";" not in r and re.search(r"==[^,]+$", r)}
+
+
 def test_every_third_party_import_is_declared() -> None:
-    declared = {requirement_name(r) for r in requirements()}
+    direct = {requirement_name(r) for r in requirements()}
+    declared = direct.union(*(pinned_by(name) for name in direct))
     missing = []
     for module, places in sorted(third_party_imports().items()):
         providers = distributions_of(module)

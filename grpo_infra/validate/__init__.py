@@ -1,9 +1,9 @@
 """Validate rendered objects the way the cluster would: CRD schemas (closed) and CEL rules, core schemas
 in strict mode, and the webhook and admission rules schemas cannot express.
 
-The schema and CEL checkers need the `validate` extra (kubernetes-validate, cel-python, jsonschema) and
-are imported when an object is first checked; the rules (`.rules`) need only the core dependencies, so
-`grpo-infra check`, which uses them alone, runs from a plain install.
+The schema checkers are imported when an object is first checked: those of core schemas and CEL rules
+need the `validate` extra (kubernetes-validate, cel-python). The rules (`.rules`) need only the core
+dependencies, so `grpo-infra check`, which uses them alone, runs from a plain install.
 """
 
 from __future__ import annotations
