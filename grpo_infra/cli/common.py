@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
-import click
 import typer
 import yaml
 from rich.console import Console
@@ -22,7 +21,7 @@ def _flags_show_no_type() -> None:
     `_print_options_panel`, Typer 0.29) printed `<bool>` after every flag, as if it took a value."""
     rich_type = TyperOption.display_type_rich
 
-    def display_type_rich(self: TyperOption, ctx: click.Context) -> str | None:
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
         return None if self.is_flag or self.count else rich_type(self, ctx)
 
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]

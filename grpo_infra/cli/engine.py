@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 
 from .. import engine, job_wait, probe_report
-from ..kube import cluster
-from ..kube.plan import KubeError
+from ..kube.plan import ROOT as LOCAL_CLUSTER_ROOT
+from ..kube.plan import KubeError, Paths
 from ..spec import Environment
 from .common import RootOption, console, fail, load, project_root, wide_console
 
@@ -33,9 +33,12 @@ WaitOption = Annotated[
 def _settings(stack: str) -> engine.Settings:
     """The local cluster when it is up and KUBECONFIG does not point elsewhere; otherwise the
     cluster and backend the environment names."""
-    local = cluster.Paths(cluster.ROOT).kubeconfig
+    local = Paths(LOCAL_CLUSTER_ROOT).kubeconfig
     kubeconfig = os.environ.get("KUBECONFIG")
     if local.is_file() and (kubeconfig is None or Path(kubeconfig) == local):
+        # The local cluster's code needs the `kube` extra (its certificates): imported only when it is up.
+        from ..kube import cluster
+
         try:
             return cluster.engine_settings(stack)
         except KubeError as exc:
@@ -86,9 +89,11 @@ def up(stack: StackArgument, root: RootOption = None, wait: WaitOption = False) 
 
 def _kubectl(stack: str) -> job_wait.Kubectl:
     """kubectl against the cluster `up` deployed to: the local cluster's, else the one KUBECONFIG names."""
-    local = cluster.Paths(cluster.ROOT)
+    local = Paths(LOCAL_CLUSTER_ROOT)
     kubeconfig = os.environ.get("KUBECONFIG")
     if local.kubeconfig.is_file() and (kubeconfig is None or Path(kubeconfig) == local.kubeconfig):
+        from ..kube import cluster
+
         return functools.partial(cluster.kubectl, local)
     binary = shutil.which("kubectl")
     if binary is None:

@@ -9,7 +9,6 @@ each from the rule the Slurm and Kubernetes targets already use.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -22,7 +21,6 @@ from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, single_quoted
 from ..spec import Environment
 from ..spec.slurm import PortRange
 
-TEMPLATES = Path(__file__).with_name("templates")
 # Where a run's per-node Ray temp dirs live: `$GRPO_RAY_TMPDIR/grpo-ray-<run>/<node>`.
 RUN_ROOT = "${GRPO_RAY_TMPDIR:-/tmp}/grpo-ray-${GRPO_RUN_ID}"
 # The node's Ray log directory; NCCL's per-rank debug files go there, next to Ray's own logs.
@@ -32,7 +30,8 @@ GATE_PACKAGE_DIR = "gate/grpo_infra"
 
 
 def render_template(name: str, **context: Any) -> str:
-    return shell_templates(TEMPLATES).get_template(name).render(**context)
+    """Render `grpo_infra/launchers/templates/<name>` (package data) with already computed values."""
+    return shell_templates("grpo_infra.launchers").get_template(name).render(**context)
 
 
 def job_environment(env: Environment, interface: str | None) -> list[tuple[str, str]]:

@@ -24,11 +24,14 @@ STOP_ORDER_PROGRAM = HERE / "stop_order.py"
 
 
 @cache
-def shell_templates(directory: Path) -> jinja2.Environment:
+def shell_templates(package: str, folder: str = "templates") -> jinja2.Environment:
     """Jinja2 over a folder of shell-script templates: strict, unescaped, and with a comment marker
-    that does not collide with bash (the Slurm templates, the launchers' scripts and this library share it)."""
+    that does not collide with bash (the Slurm templates, the launchers' scripts and this library share it).
+
+    Templates are package data read through the package (`folder` inside `package`), never a path
+    relative to a checkout, so an installed wheel renders exactly what the source tree does."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory),
+        loader=jinja2.PackageLoader(package, folder),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -80,4 +83,4 @@ def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[
         "tracker": CHECKPOINT_TRACKER,
         "ready_timeout": DEFAULT_READY_TIMEOUT_S,
     }
-    return shell_templates(HERE).get_template("ray_node.sh.j2").render(**context).rstrip("\n")
+    return shell_templates("grpo_infra.lifecycle", "").get_template("ray_node.sh.j2").render(**context).rstrip("\n")

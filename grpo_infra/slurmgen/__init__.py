@@ -1,7 +1,7 @@
 """Slurm renderers: spec → slurm.conf / gres.conf / topology.conf fragments and the sbatch script.
 
-Values are computed here; the Jinja2 templates in the top-level `slurm/` directory only lay them
-out, so each template reads like the file it produces.
+Values are computed here; the Jinja2 templates in `grpo_infra/slurmgen/templates/` (package data)
+only lay them out, so each template reads like the file it produces.
 """
 
 from __future__ import annotations

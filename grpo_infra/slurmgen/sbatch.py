@@ -1,7 +1,7 @@
 """The GRPO sbatch script: the exact gang, a job-private Ray cluster, a readiness barrier, verl.
 
 The Ray node lifecycle (ports, address, start, barrier, stop) is grpo_infra/lifecycle's library, embedded
-whole; `slurm/grpo_job.sh.j2` holds how the steps run on the allocation, `slurm/grpo.sbatch.j2` the job.
+whole; `templates/grpo_job.sh.j2` holds how the steps run on the allocation, `templates/grpo.sbatch.j2` the job.
 
 Every value the script needs is computed here and shell-quoted; the template only lays it out.
 The script takes the gang's shape from the allocation at run time (SLURM_JOB_NUM_NODES,
