@@ -189,7 +189,11 @@ def skeleton(script: str) -> str:
             while i < n and script[i] != "\n":
                 i += 1
             continue
-        elif script.startswith("<<", i) and not script.startswith("<<<", i):
+        elif script.startswith("<<<", i):
+            emit("<<<")
+            i += 3
+            continue
+        elif script.startswith("<<", i):
             word, literal, dash, i = _heredoc(script, i + 2)
             pending.append((word, literal, dash))
             emit("<<")
@@ -393,4 +397,5 @@ def test_skeleton_sees_a_value_that_escaped_its_quotes() -> None:
     assert skeleton("echo a #b") != skeleton("echo a b")
     assert skeleton("echo \"$(cat <<'X'\n$(id)\nX\n)\"") == skeleton("echo \"$(cat <<'X'\nplain\nX\n)\"")
     assert skeleton("cat <<X\n$(id)\nX\n") != skeleton("cat <<X\nplain\nX\n")
+    assert skeleton('read -r a <<<"$x"\necho a #b') != skeleton('read -r a <<<"$x"\necho a b')
     assert nested_scripts(f"sh -c {shlex.quote('echo ' + shlex.quote(value))}") == ["echo " + shlex.quote(value)]
