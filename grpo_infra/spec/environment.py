@@ -147,12 +147,24 @@ class Environment(SpecModel):
                 raise ValueError("job.checkpoint.volume is for Kubernetes; on Slurm `checkpoint.dir` is already shared")
             return self
         reserve = self.kubernetes.node_reserve
-        for pool in self.pools:
-            if reserve.cpus >= pool.cpus or reserve.memory_gib >= pool.memory_gib:
+        for key, attr, unit in (("cpus", "cpus", "CPUs"), ("memoryGib", "memory_gib", "GiB")):
+            kept = getattr(reserve, attr)
+            short = [(i, p) for i, p in enumerate(self.pools) if kept >= getattr(p, attr)]
+            if not short:
+                continue
+            i, pool = short[0]
+            has = getattr(pool, attr)
+            # A reserve no pool can give is the reserve's mistake; one that other pools give leaves this pool
+            # (or the only pool) with a node size nobody has, such as `memoryGib: 1`: name that field first.
+            if len(self.pools) > 1 and len(short) == len(self.pools):
                 raise ValueError(
-                    f"kubernetes.nodeReserve ({reserve.cpus:g} CPUs, {reserve.memory_gib:g} GiB) leaves nothing of "
-                    f"pool {pool.name}'s nodes ({pool.cpus} CPUs, {pool.memory_gib} GiB)"
+                    f"kubernetes.nodeReserve.{key} {kept:g} keeps back all of every pool's nodes "
+                    f"(the largest has {max(getattr(p, attr) for p in self.pools):g} {unit}); lower it"
                 )
+            raise ValueError(
+                f"pools[{i}].{key} {has:g} (pool {pool.name}) leaves nothing once kubernetes.nodeReserve.{key} "
+                f"keeps back {kept:g} {unit} per node: give the node's real size, or lower the reserve"
+            )
         return self
 
     @model_validator(mode="after")
