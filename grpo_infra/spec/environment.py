@@ -80,9 +80,13 @@ class Environment(SpecModel):
             if provider != "existing" and pool.existing is not None:
                 raise ValueError(f"{where}: `existing` is only for an existing cluster, this one is {provider}")
         if self.target == "slurm":
-            hosts = [h for p in self.pools for h in p.host_names]
-            if len(hosts) != len(set(hosts)):
-                raise ValueError("a host belongs to two pools")
+            owner: dict[str, str] = {}
+            for i, pool in enumerate(self.pools):
+                for host in pool.host_names:
+                    if host in owner:
+                        # The later pool is the one a user just added or widened: name its field.
+                        raise ValueError(f"pools[{i}].hosts: {host} is already a host of pool {owner[host]}")
+                    owner[host] = pool.name
         return self
 
     @model_validator(mode="after")
@@ -136,7 +140,10 @@ class Environment(SpecModel):
         quota = sum(t.gpu_quota for t in self.tenants)
         capacity = sum(p.gpu_count for p in self.pools)
         if quota > capacity:
-            raise ValueError(f"tenant GPU quotas add up to {quota}, more than the pools' {capacity} GPUs")
+            # The pools describe machines that exist; the quotas are what a platform team divides among them.
+            raise ValueError(
+                f"tenants[].gpuQuota: tenant GPU quotas add up to {quota}, more than the pools' {capacity} GPUs"
+            )
         return self
 
     @model_validator(mode="after")

@@ -50,3 +50,18 @@ def test_a_reserve_no_pool_can_give_is_refused_at_the_reserve() -> None:
     message = refusal(raw)
     assert message.startswith(f"{PREFIX}kubernetes.nodeReserve.memoryGib 32768 keeps back all"), message
     assert "largest has 1536 GiB" in message
+
+
+def test_a_host_in_two_pools_is_refused_at_the_later_pools_hosts() -> None:
+    raw = raw_of("local-slurm")
+    second = copy.deepcopy(raw["pools"][0])
+    second["name"] = "spare"
+    second["hosts"] = "node9,node2"
+    raw["pools"].append(second)
+    assert refusal(raw) == f"{PREFIX}pools[1].hosts: node2 is already a host of pool {raw['pools'][0]['name']}"
+
+
+def test_quotas_beyond_the_pools_are_refused_at_the_tenants_quotas() -> None:
+    raw = raw_of("onprem-k8s")
+    raw["tenants"][0]["gpuQuota"] += 1000
+    assert refusal(raw).startswith(f"{PREFIX}tenants[].gpuQuota: tenant GPU quotas add up to")
