@@ -1,8 +1,8 @@
 """No value a stack file may hold changes the structure of a rendered file: every renderer quotes for its target.
 
-Each shipped stack is rendered twice: once with plain values in its free-text fields (description, project,
-experiment, GPU model, an env value, a verl override) and its paths (checkpoint directory, model path, data
-files), once with hostile values that the spec still accepts — quotes of both kinds, `$(…)`, backquotes,
+Each shipped stack is rendered as shipped (plus a plain env value and a plain verl override) and again with
+hostile values in its free-text fields (description, project, experiment, GPU model, the env value, string
+verl overrides) and its paths (checkpoint directory, model path, data files), values the spec still accepts — quotes of both kinds, `$(…)`, backquotes,
 `${IFS}`, `;|&<>*?{}[]\\`, `#`, `: `, a leading `- ` and `=`. The two renders must have the same files, and
 each file must parse back to the same structure as its plain twin:
 
@@ -14,7 +14,7 @@ each file must parse back to the same structure as its plain twin:
   `#` comments are cut off;
 - `Dockerfile`: the same instructions in the same order.
 
-No shell parser library is installed (bashlex is not a dependency), so the shell check is two-fold: bash itself
+The project has no shell parser among its dependencies (bashlex is not one), so the shell check is two-fold: bash itself
 says the script parses, and `skeleton` — a small scanner of bash's quoting rules — reduces a script to what
 bash would treat as structure: words, operators, newlines, comments and the expansions bash would perform
 (`$…` and backquotes outside single quotes). A quoted value is one word with no live expansion whatever it
@@ -52,7 +52,6 @@ HOSTILE_WORD = [
     "/'\"$HOME\\\"${IFS}'$(id)`id`&&||;#c:-=x",
 ]
 PLAIN_TEXT = "plain text"
-PLAIN_WORD = "/plain/word"
 NOTE_ENV = "GRPO_HOSTILE_NOTE"
 NOTE_OVERRIDE = "trainer.grpo_hostile_note"
 
@@ -104,7 +103,6 @@ def _environment(stack: str, variant: int | None) -> Environment:
 # --- shell --------------------------------------------------------------------------------------------------
 
 _OPERATORS = set(";&|<>()")
-_WORD_BREAK = set(" \t\n") | _OPERATORS
 
 
 def _heredoc(text: str, i: int) -> tuple[str, bool, bool, int]:
