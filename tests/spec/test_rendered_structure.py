@@ -44,36 +44,69 @@ from tests.conftest import ROOT, SHIPPED_STACKS
 # Hostile but printable on one line: every free-text type accepts them.
 HOSTILE_TEXT = [
     "- a\"b'c $(touch /tmp/PWNED) `touch /tmp/PWNED`; x|y&z<w>v*?{a,b}[0] \\ # k: v = ${IFS} Prolog=/x",
-    "*a !t %p @u {k: v} [x] 'q' \"d\" \\\" \\' #c NodeName=evil $(id) `id` ${HOME} && || ; &",
+    "*a !t %p @u {k: v} [x] 'q' \"d\" \\\" \\' #c NodeName=evil $(id) `id` ${HOME} && || ; & PWNED",
 ]
 # One word (paths and locations take no whitespace).
 HOSTILE_WORD = [
     "/a\"b'c$(touch${IFS}/tmp/PWNED)`id`;x|y&z<w>v*?{a,b}[0]\\#k:v=Prolog=/x",
-    "/'\"$HOME\\\"${IFS}'$(id)`id`&&||;#c:-=x",
+    "/'\"$HOME\\\"${IFS}'$(id)`id`&&||;#c:-=x/PWNED",
 ]
+# One word for the paths that refuse quotes, `$`, backquotes and backslashes (Slurm's, the launchers').
+HOSTILE_BARE = ["/a;x|y&z<w>v*?{a,b}[0]#k=Prolog=/x(PWNED)", "/&&||;#c=-x>y<(PWNED)"]
 PLAIN_TEXT = "plain text"
 NOTE_ENV = "GRPO_HOSTILE_NOTE"
 NOTE_OVERRIDE = "trainer.grpo_hostile_note"
 
 
-def _fields(raw: dict[str, Any]) -> Iterator[tuple[dict[str, Any] | list[Any], str | int, bool]]:
-    """Every free-text or path field of a stack: (container, key, takes spaces)."""
-    yield raw, "description", True
+def _text(variant: int) -> list[str]:
+    return [HOSTILE_TEXT[variant]]
+
+
+def _path(variant: int) -> list[str]:
+    return [HOSTILE_WORD[variant], HOSTILE_BARE[variant]]
+
+
+def _mount(variant: int) -> list[str]:
+    """`/host:/container`, both hostile: a mount takes one `:` and no `,`."""
+    return [f"{w}:{w}" for w in (HOSTILE_WORD[variant].replace(":", ""), HOSTILE_BARE[variant])]
+
+
+def _fields(raw: dict[str, Any], variant: int) -> Iterator[tuple[dict[str, Any] | list[Any], str | int, list[str]]]:
+    """Every free-text or path field of a stack: (container, key, hostile values to try, most hostile first)."""
+    yield raw, "description", _text(variant)
     job = raw["job"]
-    yield job, "project", True
-    yield job, "experiment", True
-    yield job["env"], NOTE_ENV, True
-    yield job["overrides"], NOTE_OVERRIDE, True
+    yield job, "project", _text(variant)
+    yield job, "experiment", _text(variant)
+    for key in job["env"]:
+        yield job["env"], key, _text(variant)
     for key, value in job["overrides"].items():
-        if isinstance(value, str) and key != NOTE_OVERRIDE:
-            yield job["overrides"], key, True
+        if isinstance(value, str):
+            yield job["overrides"], key, _text(variant)
     for pool in raw["pools"]:
-        yield pool["gpu"], "model", True
-    yield job, "modelPath", False
-    yield job["checkpoint"], "dir", False
+        yield pool["gpu"], "model", _text(variant)
+    yield job, "modelPath", _path(variant)
+    yield job["checkpoint"], "dir", _path(variant)
     for files in (job["data"]["trainFiles"], job["data"]["valFiles"]):
         for index in range(len(files)):
-            yield files, index, False
+            yield files, index, _path(variant)
+    volume = job["checkpoint"].get("volume", {})
+    if "hostPath" in volume:
+        yield volume, "hostPath", _path(variant)
+    if "nfs" in volume:
+        yield volume["nfs"], "path", _path(variant)
+    slurm = raw.get("slurm") or {}
+    container = slurm.get("container", {})
+    for index in range(len(container.get("mounts", []))):
+        yield container["mounts"], index, _mount(variant)
+    if "workdir" in container:
+        yield container, "workdir", _path(variant)
+    for index in range(len(slurm.get("sharedPaths", []))):
+        yield slurm["sharedPaths"], index, _path(variant)
+    for launcher in (raw.get("launchers") or {}).values():
+        for storage in launcher.get("storage", []):
+            for key in ("path", "instancePath"):
+                if key in storage:
+                    yield storage, key, _path(variant)
 
 
 def _accepted(raw: dict[str, Any]) -> bool:
@@ -85,17 +118,22 @@ def _accepted(raw: dict[str, Any]) -> bool:
 
 
 def _environment(stack: str, variant: int | None) -> Environment:
-    """The stack with a note env var and override added; hostile values (variant) or plain ones in every field.
+    """The stack with a note env var and override added; with hostile values (variant) in every field it can.
 
-    A hostile value the field's type refuses is left plain: only accepted values are rendered."""
+    Each field takes the first of its hostile values the spec accepts there, given the fields set before it
+    (a checkpoint directory must stay under a mount, say); a field that accepts none keeps its value."""
     raw = load_stack(stack, ROOT).environment.model_dump(by_alias=True, exclude_none=True)
     raw["job"].setdefault("env", {})[NOTE_ENV] = PLAIN_TEXT
     raw["job"].setdefault("overrides", {})[NOTE_OVERRIDE] = PLAIN_TEXT
     if variant is not None:
-        for container, key, spaces in list(_fields(raw)):
+        for number, (container, key, values) in enumerate(list(_fields(raw, variant))):
             before = container[key]  # type: ignore[index]
-            container[key] = (HOSTILE_TEXT if spaces else HOSTILE_WORD)[variant]  # type: ignore[index]
-            if not _accepted(raw):
+            for value in values:
+                # Numbered, so that paths which must differ (three storage mounts) still do.
+                container[key] = value.replace("PWNED", f"PWNED{number}")  # type: ignore[index]
+                if _accepted(raw):
+                    break
+            else:
                 container[key] = before  # type: ignore[index]
     return Environment.model_validate(raw)
 
@@ -326,9 +364,10 @@ def bash_refusals(scripts: list[str]) -> list[str]:
 
 
 def shape(node: Any) -> Any:
-    """A document's structure without its scalar values: mapping keys and list lengths, recursively."""
+    """A document's structure without its scalar values: mapping keys in order and list lengths, recursively."""
     if isinstance(node, dict):
-        return {str(k): shape(v) for k, v in node.items()}
+        # A path as a key (SkyPilot's file_mounts) is data, as a path value is.
+        return [("<path>" if str(k).startswith("/") else str(k), shape(v)) for k, v in node.items()]
     if isinstance(node, list):
         return [shape(v) for v in node]
     return "scalar"
@@ -376,7 +415,7 @@ def test_hostile_values_leave_every_rendered_file_with_the_same_structure(
     stack: str, variant: int, plain: dict[str, dict[str, tuple[dict[str, Any], list[str]]]]
 ) -> None:
     files = render(_environment(stack, variant))
-    landed = [p for p, text in files.items() if "PWNED" in text or "$(id)" in text or "/'\"$HOME" in text]
+    landed = [path for path, text in files.items() if "PWNED" in text]
     assert landed, "no hostile value reached a rendered file: the test proves nothing"
     hostile = _structures(files)
     assert sorted(hostile) == sorted(plain[stack])
