@@ -8,9 +8,9 @@ gate and the debugger switch come from the rest of the spec.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from .base import DnsLabel, SpecModel
 from .slurm import PortRange
@@ -121,6 +121,17 @@ def default_cloud_ports() -> PortRange:
     return PortRange.model_validate({"start": 20000, "end": 20255})
 
 
+def _one_mount_per_path(storage: list[Any]) -> list[Any]:
+    """Each `path` once: SkyPilot's file_mounts is a mapping, so a second entry at a path silently replaces the
+    first (the model or the checkpoints would come from somewhere else); a container runtime refuses a duplicate
+    mount point only when the task starts, long after `check` said yes."""
+    paths = [entry.path for entry in storage]
+    twice = next((p for p in paths if paths.count(p) > 1), None)
+    if twice is not None:
+        raise ValueError(f"path {twice} is mounted twice; give each storage entry its own path")
+    return storage
+
+
 class RayLauncher(SpecModel):
     """Ray started by hand on machines you can SSH to: `head.sh`, `worker.sh`, `submit.sh`."""
 
@@ -167,6 +178,11 @@ class SkyPilotLauncher(SpecModel):
         "refuses a job path under none, and a multi-node checkpoint dir not shared by every node.",
     )
 
+    @field_validator("storage")
+    @classmethod
+    def _storage_paths_differ(cls, storage: list[SkyPilotStorage]) -> list[SkyPilotStorage]:
+        return _one_mount_per_path(storage)
+
 
 class DstackFleet(SpecModel):
     """The dstack fleet the task runs on, rendered as its own configuration."""
@@ -200,6 +216,11 @@ class DstackLauncher(SpecModel):
         description="Where the model, the data and the checkpoint directory come from in the container; "
         "`check` refuses a job path under none, and a multi-node checkpoint dir not shared by every node.",
     )
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_paths_differ(cls, storage: list[DstackStorage]) -> list[DstackStorage]:
+        return _one_mount_per_path(storage)
 
 
 class Launchers(SpecModel):

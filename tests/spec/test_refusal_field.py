@@ -65,3 +65,14 @@ def test_quotas_beyond_the_pools_are_refused_at_the_tenants_quotas() -> None:
     raw = raw_of("onprem-k8s")
     raw["tenants"][0]["gpuQuota"] += 1000
     assert refusal(raw).startswith(f"{PREFIX}tenants[].gpuQuota: tenant GPU quotas add up to")
+
+
+@pytest.mark.parametrize(("stack", "launcher"), [("gke-dev", "skypilot"), ("eks-prod", "dstack")])
+def test_two_storage_entries_at_one_path_are_refused_at_the_launchers_storage(stack: str, launcher: str) -> None:
+    raw = raw_of(stack)
+    storage = raw["launchers"][launcher]["storage"]
+    storage[0]["path"] = storage[1]["path"]
+    assert refusal(raw) == (
+        f"{PREFIX.removesuffix(': ')}.launchers.{launcher}.storage: path {storage[1]['path']} is mounted twice; "
+        "give each storage entry its own path"
+    )
