@@ -72,7 +72,7 @@ SUBCOMMANDS = (
         "submit",
         "submit_command",
         "Submit STACK's verl command to its running RayCluster: prints the submission id and how to follow it;\n"
-        "exit 1 when the cluster is not Ready or not admitted for this job.",
+        "exit 1 when the cluster is not Ready, not admitted for this job, or already running a job (`--force`).",
     ),
     Subcommand("up", "engine", "up", "`pulumi up` of STACK: create or update everything it declares."),
     Subcommand(
