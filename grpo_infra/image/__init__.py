@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..spec import Environment
+from ..spec.image import ImageContents
 from .verl_releases import RELEASES, VerlRelease, config_keys
 
 GUARD_PROGRAM = Path(__file__).with_name("guard.py")
@@ -69,13 +70,22 @@ def guard_program() -> str:
 def guard_args(
     env: Environment, *, all_reduce_perf: str | None = None, grpo_infra: bool = False, gpu_node: bool = True
 ) -> list[str]:
-    """The guard's arguments: every declared fact of the image; the gate's tools when the job runs them there.
+    """The guard's arguments: every declared fact of the image, the node's facts it depends on, and the
+    gate's tools when the job runs them there."""
+    args = image_fact_args(env.image.contents)
+    fabric = env.gang.pool.fabric
+    if fabric.kind in ("infiniband", "roce"):
+        args.append("--rdma")
+    args += node_fact_args(env, gpu_node)
+    if all_reduce_perf is not None:
+        args += ["--nccl-tests", all_reduce_perf]
+    if grpo_infra:
+        args.append("--grpo-infra")
+    return args
 
-    `gpu_node=False` for a pod that holds no GPU (the Kubernetes head, on the head pool's CPU nodes): it
-    checks the image alone. The driver floor and the pool's HCAs are facts of the GPU node, which a CPU node
-    never has (no /proc/driver/nvidia, no verbs devices), so asking a head for them would keep it in
-    `Init:CrashLoopBackOff` while Kueue holds the gang's GPUs."""
-    contents = env.image.contents
+
+def image_fact_args(contents: ImageContents) -> list[str]:
+    """What the image itself must hold: Python, Ray, verl, the engine, torch's CUDA, EFA, attention."""
     args = ["--python", contents.python, "--ray", contents.ray]
     if contents.verl is not None:
         args += ["--verl", contents.verl]
@@ -87,21 +97,29 @@ def guard_args(
         args.append("--efa")
     if contents.attention is not None:
         args += ["--attention", contents.attention]
-    fabric = env.gang.pool.fabric
-    if fabric.kind in ("infiniband", "roce"):
-        args.append("--rdma")
-        if gpu_node:
-            for hca in fabric.hcas or []:
-                args += ["--hca", hca]
+    return args
+
+
+def node_fact_args(env: Environment, gpu_node: bool) -> list[str]:
+    """What the GPU node must give the declared image: the NVIDIA driver its CUDA runs on and the HCAs the
+    pool declares. Taken from the declaration even when the pods run the CPU variant (`image.variant`), so
+    the local GPU nodes are held to the production image's driver floor (grpo_infra/kube/gpudriver.py).
+
+    `gpu_node=False` for a pod that holds no GPU (the Kubernetes head, on the head pool's CPU nodes): none.
+    A CPU node never has them (no /proc/driver/nvidia, no verbs devices), so asking a head for them would
+    keep it in `Init:CrashLoopBackOff` while Kueue holds the gang's GPUs."""
+    if not gpu_node:
+        return []
     from .driver import min_driver
 
-    needed = min_driver(contents.cuda)
-    if needed is not None and gpu_node:
+    args: list[str] = []
+    fabric = env.gang.pool.fabric
+    if fabric.kind in ("infiniband", "roce"):
+        for hca in fabric.hcas or []:
+            args += ["--hca", hca]
+    needed = min_driver(env.image.contents.cuda)
+    if needed is not None:
         args += ["--min-driver", needed]
-    if all_reduce_perf is not None:
-        args += ["--nccl-tests", all_reduce_perf]
-    if grpo_infra:
-        args.append("--grpo-infra")
     return args
 
 

@@ -367,7 +367,7 @@ def _build(env: Environment, project: Path, *, progress: Progress | None, force:
             _run(in_root(root, f"{_pip()} --no-deps /tmp/grpo-infra-src"), log, "pip install grpo-infra")
         (root / GRPO_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
         (root / GRPO_DIR.lstrip("/") / GUARD_FILE).write_text(guard_program())
-        check = " ".join(variant_guard_args(env))
+        check = " ".join(variant_guard_args(env, gpu_node=False))  # the image alone: no node here
         say("  runtime guard inside the new root")
         for line in _run(
             in_root(root, f"PATH={VENV}/bin:$PATH python3 {GRPO_DIR}/{GUARD_FILE} {check}"), log, "image guard"
@@ -403,7 +403,7 @@ def _build(env: Environment, project: Path, *, progress: Progress | None, force:
             "baseKey": base_key(plan),
             "manifest": digest,
             "recipe": asdict(plan),
-            "guardArgs": variant_guard_args(env),
+            "guardArgs": variant_guard_args(env, gpu_node=False),
             "debian": debs,
             "python": wheels,
             "builtSeconds": round(time.monotonic() - started, 1),

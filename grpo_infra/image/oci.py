@@ -245,9 +245,12 @@ def archive_reference(archive: Path) -> str | None:
     return None
 
 
-def run_in_container(archive: Path, ref: str, command: list[str], *, timeout: float = 300) -> tuple[int, str]:
+def run_in_container(
+    archive: Path, ref: str, command: list[str], *, timeout: float = 300, runc: str = "runc"
+) -> tuple[int, str]:
     """Run `command` in a container of the archive the way a node's runtime would: the archive unpacked
-    by umoci into an OCI runtime bundle, started by runc. Returns (exit code, combined output)."""
+    by umoci into an OCI runtime bundle, started by runc (or the node's `runc`, a wrapper around it).
+    Returns (exit code, combined output)."""
     for tool in ("umoci", "runc"):
         if shutil.which(tool) is None:
             raise OCIError(f"{tool} not found: run scripts/install-system-deps.sh as root")
@@ -271,7 +274,7 @@ def run_in_container(archive: Path, ref: str, command: list[str], *, timeout: fl
         name = f"grpo-verify-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         try:
             proc = subprocess.run(
-                ["runc", "run", "--bundle", str(bundle), name],
+                [runc, "run", "--bundle", str(bundle), name],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

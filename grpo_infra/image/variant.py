@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..spec import Environment
 from ..spec.image import ImageContents
-from . import guard_args
+from . import guard_args, node_fact_args
 
 # The production bases are Ubuntu 24.04 (`-ubuntu24.04`: CPython 3.12, glibc 2.39). Only Debian's
 # archive is reachable from the project's machines, and no Debian release ships CPython 3.12: trixie's
@@ -44,8 +44,11 @@ def variant_env(env: Environment) -> Environment:
 
 
 def variant_guard_args(env: Environment, gpu_node: bool = True) -> list[str]:
-    """The guard's arguments for the CPU variant (its own Python, no CUDA, grpo-infra importable)."""
-    return guard_args(variant_env(env), grpo_infra=True, gpu_node=gpu_node)
+    """The guard's arguments for the CPU variant: its own Python, no CUDA, grpo-infra importable; and the
+    node's facts of the declared image (its CUDA's driver floor, the pool's HCAs), which the local GPU
+    nodes present as a cloud node does."""
+    args = guard_args(variant_env(env), grpo_infra=True, gpu_node=False)
+    return args + node_fact_args(env, gpu_node)
 
 
 def runtime_contents(env: Environment) -> ImageContents:

@@ -21,6 +21,7 @@ import yaml
 from ..k8s.placement import node_selector, node_taints
 from ..localnode import Machine
 from ..spec import Environment
+from .gpudriver import presented_driver
 from .plan import POD_CIDR, PORTS, cpu_node_names, pool_hosts
 
 # The nodes' bridge and namespaces; away from the Slurm sandbox's (grpo-sbx-, gsbx, 10.213.57.0/24).
@@ -62,6 +63,8 @@ class RealNode(Machine):
     taints: tuple[dict[str, str], ...] = ()
     # Extended resources its device plugin advertises (nvidia.com/gpu, fabric devices).
     devices: dict[str, int] = field(default_factory=dict)
+    # The NVIDIA driver its containers see (gpudriver.py); None on a CPU node, which has none.
+    driver: str | None = None
 
     @property
     def pod_gateway(self) -> str:
@@ -78,8 +81,8 @@ def bridge_address(subnet: ipaddress.IPv4Network | None = None) -> str:
 
 
 def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cpu_nodes: int = 1) -> list[RealNode]:
-    """Every pool's hosts with the pool's labels, taints and devices, then the untainted CPU nodes
-    for Ray heads and job submitters; addresses .11 onwards, pod CIDRs 10.244.<i>.0/24."""
+    """Every pool's hosts with the pool's labels, taints, devices and NVIDIA driver, then the untainted
+    CPU nodes (no driver) for Ray heads and job submitters; addresses .11 onwards, pod CIDRs 10.244.<i>.0/24."""
     subnet = subnet or node_subnet()
     pods = ipaddress.IPv4Network(POD_CIDR)
     specs: list[tuple[str, dict[str, str], tuple[dict[str, str], ...], dict[str, int]]] = []
@@ -93,11 +96,12 @@ def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cp
     if len(specs) > min(200, 2 ** (24 - subnet.prefixlen) * 256 - 12):
         raise ValueError(f"{len(specs)} real nodes do not fit the node subnet {subnet}")
     out = []
+    gpu_driver = presented_driver(env)
     for i, (name, labels, taints, devices) in enumerate(specs, start=1):
         cidr = str(list(pods.subnets(new_prefix=24))[i])
-        out.append(
-            RealNode(name, i, str(subnet.network_address + 10 + i), subnet.prefixlen, cidr, labels, taints, devices)
-        )
+        driver = gpu_driver if devices else None
+        address = str(subnet.network_address + 10 + i)
+        out.append(RealNode(name, i, address, subnet.prefixlen, cidr, labels, taints, devices, driver))
     return out
 
 

@@ -27,7 +27,7 @@ import yaml
 
 from ..localnode import add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
-from . import nodeimages
+from . import gpudriver, nodeimages
 from .nodes import (
     BRIDGE,
     CGROUP_PARENT,
@@ -294,9 +294,15 @@ def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
     (dirs.etc / "resolv.conf").write_text(f"nameserver {dns}\n")
     (dirs.etc / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, dirs, paths.pki / "ca.crt", dns)))
     (dirs.etc / "kubeconfig").write_text(kubelet_kubeconfig(node, paths.pki, server_on_bridge()))
-    (dirs.etc / "containerd.toml").write_text(
-        containerd_config(dirs, which("runc") or "runc", str(CNI_BIN), nodeimages.PAUSE_REF)
-    )
+    runc = which("runc") or "runc"
+    if node.driver is not None:
+        runtime = dirs.etc / gpudriver.RUNTIME_FILE
+        runtime.write_text(
+            gpudriver.runtime_script(sys.executable, runc, gpudriver.write_driver_dir(dirs.base, node.driver))
+        )
+        runtime.chmod(0o755)
+        runc = str(runtime)
+    (dirs.etc / "containerd.toml").write_text(containerd_config(dirs, runc, str(CNI_BIN), nodeimages.PAUSE_REF))
     (dirs.etc / "cni" / "10-grpo-pods.conflist").write_text(json.dumps(cni_config(node), indent=2))
     make_cgroups(node)
     kubelet = [

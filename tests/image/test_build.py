@@ -54,14 +54,18 @@ def test_cache_key_changes_with_what_the_image_holds(tmp_path: Path) -> None:
 
 
 def test_variant_declares_what_it_holds() -> None:
-    """The guard holds the variant to its own Python and to no CUDA, and still to the stack's Ray/verl/engine."""
+    """The guard holds the variant to its own Python and to no CUDA, and still to the stack's Ray/verl/engine;
+    on a GPU node also to the declared CUDA's driver floor (a node fact, which the local GPU nodes present)."""
     env = _env()
-    args = build.variant_guard_args(env)
+    args = build.variant_guard_args(env, gpu_node=False)
     assert args[args.index("--python") + 1] == build.SUITE_PYTHON
     assert args[args.index("--ray") + 1] == env.image.contents.ray
     assert args[args.index("--engine") + 1] == "sglang==0.5.12"
     assert "--cuda" not in args and "--min-driver" not in args
     assert "--grpo-infra" in args
+    on_gpu_node = build.variant_guard_args(env)
+    assert env.image.contents.cuda == "13.0"
+    assert on_gpu_node == [*args, "--min-driver", "580.65.06"]
 
 
 def test_a_stack_without_an_image_reference_is_refused() -> None:
@@ -101,7 +105,9 @@ def test_guard_passes_inside_the_image(built: build.Built) -> None:
     _runtime()
     env = _env()
     code, out = oci.run_in_container(
-        built.archive, env.image.ref, ["python3", "-c", build.guard_program(), *build.variant_guard_args(env)]
+        built.archive,
+        env.image.ref,
+        ["python3", "-c", build.guard_program(), *build.variant_guard_args(env, gpu_node=False)],
     )
     assert code == 0, out
     assert "PASS the image matches" in out
@@ -111,7 +117,7 @@ def test_guard_passes_inside_the_image(built: build.Built) -> None:
 def test_a_wrong_ray_pin_fails_at_the_guard_with_one_line(built: build.Built) -> None:
     _runtime()
     env = _env()
-    args = build.variant_guard_args(env)
+    args = build.variant_guard_args(env, gpu_node=False)
     args[args.index("--ray") + 1] = "2.59.0"
     code, out = oci.run_in_container(built.archive, env.image.ref, ["python3", "-c", build.guard_program(), *args])
     assert code == 1

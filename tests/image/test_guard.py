@@ -108,7 +108,9 @@ def test_a_host_driver_older_than_the_images_cuda_needs_stops_the_job(tmp_path: 
     base = ["--python", PYTHON, "--ray", RAY, "--min-driver", "580.65.06", "--driver-version-file", str(old)]
     proc = run(*base)
     assert proc.returncode == 1
-    assert fail_lines(proc)[-1].endswith("FAIL NVIDIA driver 570.133.20 on this node, CUDA None needs >= 580.65.06")
+    assert fail_lines(proc)[-1].endswith(
+        "FAIL NVIDIA driver 570.133.20 on this node, the declared image's CUDA needs >= 580.65.06"
+    )
     new = tmp_path / "new"
     new.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  Wed Aug 27 2025\n")
     assert (

@@ -238,12 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     if tests and tests_nccl is not None and "/nvidia/nccl/" not in tests_nccl:
         wrong.append(f"{args.nccl_tests} loads {tests_nccl}, not torch's NCCL: the gate would measure another NCCL")
     if args.min_driver and not args.at_build:
+        # The CPU variant declares no CUDA of its own; the driver floor is the production image's.
+        needs = f"CUDA {args.cuda} needs" if args.cuda else "the declared image's CUDA needs"
         if driver is None:
-            wrong.append(
-                f"no NVIDIA driver ({DRIVER_VERSION_FILE} unreadable); CUDA {args.cuda} needs >= {args.min_driver}"
-            )
+            wrong.append(f"no NVIDIA driver ({DRIVER_VERSION_FILE} unreadable); {needs} >= {args.min_driver}")
         elif numeric(driver) < numeric(args.min_driver):
-            wrong.append(f"NVIDIA driver {driver} on this node, CUDA {args.cuda} needs >= {args.min_driver}")
+            wrong.append(f"NVIDIA driver {driver} on this node, {needs} >= {args.min_driver}")
     if wrong:
         print(f"image guard [{node}]: FAIL {'; '.join(wrong)}", flush=True)
         return 1
