@@ -16,10 +16,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from grpo_infra import nodepools as render
-from grpo_infra.nodepools.capacity_blocks import scheduled_actions, utc_now
+from grpo_infra.nodepools.capacity_blocks import utc_now
+from grpo_infra.nodepools.resources import all_pool_resources
 from grpo_infra.spec import Environment
 from grpo_infra.spec.load import stack_source
-from grpo_infra.spec.pools import Pool
 
 # Provider SDK module → the extra of this project that installs it.
 EXTRAS = {"pulumi_aws": "aws", "pulumi_gcp": "gcp"}
@@ -49,15 +49,6 @@ class EksGpuNodeGroupArgs:
     launch_template: dict[str, Any] | None
     # A Capacity Block's scheduled actions on the node group's Auto Scaling group (none otherwise).
     schedule: tuple[dict[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, env: Environment, pool: Pool) -> EksGpuNodeGroupArgs:
-        now = utc_now()
-        return cls(
-            render.node_group_args(env, pool, now),
-            render.launch_template_args(env, pool),
-            tuple(scheduled_actions(pool, now)),
-        )
 
 
 def _autoscaling_group_name(resources: Any) -> str | None:
@@ -118,10 +109,6 @@ class GkeGpuNodePoolArgs:
 
     node_pool: dict[str, Any]
 
-    @classmethod
-    def of(cls, env: Environment, pool: Pool) -> GkeGpuNodePoolArgs:
-        return cls(render.node_pool_args(env, pool))
-
 
 class GkeGpuNodePool(pulumi.ComponentResource):
     """A GKE node pool of GPU nodes on an existing cluster."""
@@ -144,10 +131,6 @@ class ExistingNodePoolArgs:
     """The rendered per-node patches (labels and taints)."""
 
     node_patches: list[dict[str, Any]]
-
-    @classmethod
-    def of(cls, env: Environment, pool: Pool) -> ExistingNodePoolArgs:
-        return cls(render.node_patches(env, pool))
 
 
 class ExistingNodePool(pulumi.ComponentResource):
@@ -207,31 +190,21 @@ class GpuDevicePlugins(pulumi.ComponentResource):
 
 
 def deploy_node_pools(env: Environment) -> list[pulumi.Resource]:
-    """Create (or claim) every pool's nodes and their device plugins; return what workloads wait for."""
-    assert env.kubernetes is not None
-    provider = env.kubernetes.provider
+    """Create (or claim) every pool's nodes, the head pool's too where the stack creates them
+    (grpo_infra/nodepools/resources.py), and their device plugins; return what workloads wait for."""
     try:
-        pools: list[pulumi.Resource] = []
-        for pool in env.pools:
-            if provider == "eks":
-                pools.append(EksGpuNodeGroup(pool.name, EksGpuNodeGroupArgs.of(env, pool)))
-            elif provider == "gke":
-                pools.append(GkeGpuNodePool(pool.name, GkeGpuNodePoolArgs.of(env, pool)))
-            else:
-                pools.append(ExistingNodePool(pool.name, ExistingNodePoolArgs.of(env, pool)))
-        # The head pool: CPU nodes the head and the submitter are placed on (existing clusters: already there).
-        if provider == "eks":
-            pools.append(
-                EksGpuNodeGroup(
-                    env.kubernetes.head_pool.name, EksGpuNodeGroupArgs(render.head_node_group_args(env), None)
-                )
-            )  # type: ignore[union-attr]
-        elif provider == "gke":
-            pools.append(
-                GkeGpuNodePool(env.kubernetes.head_pool.name, GkeGpuNodePoolArgs(render.head_node_pool_args(env)))
-            )  # type: ignore[union-attr]
+        planned = all_pool_resources(env, utc_now())
     except render.NodePoolError as exc:
         raise pulumi.RunError(f"{stack_source(pulumi.get_stack())}: {exc}") from None
+    pools: list[pulumi.Resource] = []
+    for resources in planned:
+        if resources.node_group is not None:
+            args = EksGpuNodeGroupArgs(resources.node_group, resources.launch_template, resources.schedule)
+            pools.append(EksGpuNodeGroup(resources.name, args))
+        elif resources.node_pool is not None:
+            pools.append(GkeGpuNodePool(resources.name, GkeGpuNodePoolArgs(resources.node_pool)))
+        else:
+            pools.append(ExistingNodePool(resources.name, ExistingNodePoolArgs(list(resources.node_patches))))
     releases = render.device_plugin_releases(env)
     if releases:
         pools.append(GpuDevicePlugins("gpu-device-plugins", releases))
