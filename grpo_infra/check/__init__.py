@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..spec import Environment
 from ..spec.check_rules import RULES, Severity
+from .engine_pins import engine_pin_warnings
 from .gang_rules import gang_violations
 from .image_rules import image_violations
 from .kind_rules import kind_violations, kind_warnings
@@ -63,10 +64,14 @@ def cautions(env: Environment) -> list[Violation]:
         from .paths import slurm_path_warnings
         from .slurm_rules import slurm_warnings
 
-        return of_severity("warning", [*slurm_path_warnings(env), *slurm_warnings(env), *vllm_env_warnings(env)])
+        return of_severity(
+            "warning",
+            [*slurm_path_warnings(env), *slurm_warnings(env), *vllm_env_warnings(env), *engine_pin_warnings(env)],
+        )
     from .kubernetes_rules import kubernetes_warnings
 
     found = [*stand_in_warnings(env), *kubernetes_warnings(env), *kind_warnings(env), *vllm_env_warnings(env)]
+    found += engine_pin_warnings(env)
     return of_severity("warning", found)
 
 

@@ -23,7 +23,7 @@ from ..spec import Environment
 from ..spec.image import Image
 from . import guard_args
 from .driver import driver_statement, min_driver
-from .lock import ATTENTION_PACKAGE, split
+from .lock import ATTENTION_PACKAGE, pins, split
 
 FOLDER = "image"
 EFA_INSTALLER_VERSION = "1.40.0"
@@ -41,6 +41,8 @@ APT_PIN_NOTE = (
 GUARD_FILE = "image_guard.py"
 LOCK_FILE = "requirements.lock"
 SOURCE_LOCK_FILE = "source-build.lock"
+# What the lock installs after the source build (lock.INSTALLED_AFTER): flash-attn-4 over flash-attn.
+AFTER_LOCK_FILE = "after-source-build.lock"
 # rdma-core's userspace, each named: `libibverbs1` only Recommends `ibverbs-providers` (the mlx5 provider
 # NCCL's IB transport loads through libibverbs; Ubuntu noble's libibverbs1 control file), and
 # --no-install-recommends would drop it. NCCL dlopens libibverbs.so at start and falls back to sockets
@@ -177,7 +179,22 @@ def _python_set(env: Environment) -> list[str]:
             "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE FLASH_ATTN_CUDA_ARCHS=${FLASH_ATTN_CUDA_ARCHS} \\",
             f"    pip install --no-cache-dir --require-hashes --no-deps --no-build-isolation -r {GRPO_DIR}/{SOURCE_LOCK_FILE}",
         ]
+        after = sorted(_installed_after(env))
+        if after:
+            lines += [
+                f"# {', '.join(after)} after flash-attn: both install flash_attn/cute/, and flash-attn 2.8.3's older",
+                "# modules there would replace FA4's (sglang's fa4 backend imports flash_attn.cute); installed last,",
+                "# FA4's are the ones on disk, flash-attn 2's own modules outside cute/ untouched (lock.INSTALLED_AFTER).",
+                f"COPY {AFTER_LOCK_FILE} {GRPO_DIR}/{AFTER_LOCK_FILE}",
+                f"RUN pip install --no-cache-dir --require-hashes --no-deps -r {GRPO_DIR}/{AFTER_LOCK_FILE}",
+            ]
     return lines
+
+
+def _installed_after(env: Environment) -> dict[str, str]:
+    """What the build installs after the flash-attn build (by name: version); empty without a lock."""
+    lock = env.image.build.lock if env.image.build else None
+    return pins(split(lock)[2]) if lock is not None else {}
 
 
 def dockerfile(env: Environment) -> str:
@@ -257,8 +274,10 @@ def render_files(env: Environment) -> dict[str, str]:
     files = {f"{FOLDER}/Dockerfile": dockerfile(env), f"{FOLDER}/{GUARD_FILE}": guard_program()}
     lock = env.image.build.lock
     if lock is not None:
-        wheels, source = split(lock)
+        wheels, source, after = split(lock)
         files[f"{FOLDER}/{LOCK_FILE}"] = wheels
         if ATTENTION_PACKAGE.get(env.image.contents.attention) == "flash-attn":
             files[f"{FOLDER}/{SOURCE_LOCK_FILE}"] = source
+            if pins(after):
+                files[f"{FOLDER}/{AFTER_LOCK_FILE}"] = after
     return files

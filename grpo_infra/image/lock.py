@@ -46,6 +46,18 @@ FLASH_ATTN = "flash-attn==2.8.3"
 # 2.8.3's setup.py imports torch, setuptools, wheel's bdist_wheel and packaging, and declares
 # setup_requires packaging, psutil, ninja; its PKG-INFO requires torch and einops.
 SOURCE_BUILT = {"flash-attn": ("setuptools", "wheel", "packaging", "psutil", "ninja")}
+# Wheels that write into a source-built package's folder, each installed in a step after that build so
+# its files are the ones on disk. flash-attn-4 4.0.0b15's wheel is 47 modules under `flash_attn/cute/`
+# and nothing else (flash_attn_4-4.0.0b15.dist-info/RECORD, top_level.txt `flash_attn`); flash-attn
+# 2.8.3's setup.py installs every package under `flash_attn/`, `flash_attn/cute/` among them
+# (`find_packages`, setup.py:529-540), and 20 of that folder's 21 modules have FA4's names
+# (`__init__.py`, `interface.py`, `flash_fwd.py`, ...). sglang 0.5.12 requires flash-attn-4>=4.0.0b9
+# (its wheel's METADATA) and imports it as `flash_attn.cute` for its `fa4` attention backend
+# (sglang/jit_kernel/flash_attention_v4.py:10). Built after FA4, flash-attn 2.8.3 would replace those
+# 20 files with its own older ones, leaving FA4's folder half of each; installed after flash-attn, FA4's
+# whole folder is on disk (plus 2.8.3's `hopper_helpers.py`, which FA4 never imports), and flash-attn 2's
+# own modules, outside `cute/`, which verl trains with, are untouched.
+INSTALLED_AFTER = {"flash-attn-4": "flash-attn"}
 FLASH_ATTN_REQUIRES = ("torch", "einops")
 # What this project's gate modules import beyond the standard library (`python3 -m grpo_infra.cli nccl
 # verdict` loads the CLI and the spec): the project's own dependencies without Pulumi's (pyproject.toml;
@@ -209,14 +221,21 @@ def blocks(lock: str) -> list[tuple[str, str]]:
     return [(name, "\n".join(text) + "\n") for name, text in out]
 
 
-def split(lock: str) -> tuple[str, str]:
-    """(installed from wheels, built from source): the lock's requirements in the build's two steps."""
+def split(lock: str) -> tuple[str, str, str]:
+    """(installed from wheels, built from source, installed after the source build): the lock's
+    requirements in the build's three steps (INSTALLED_AFTER)."""
     header_lines = [line for line in lock.splitlines() if line.startswith("#") and not line.startswith("#    ")]
     head = "\n".join(line for line in header_lines if line.startswith(HEADER) or line.startswith("# platform")) + "\n"
-    wheels, source = [head], [head]
+    wheels, source, after = [head], [head], [head]
+    built = {name for name, _ in blocks(lock) if name in SOURCE_BUILT}
     for name, text in blocks(lock):
-        (source if name in SOURCE_BUILT else wheels).append(text)
-    return "".join(wheels), "".join(source)
+        if name in SOURCE_BUILT:
+            source.append(text)
+        elif INSTALLED_AFTER.get(name) in built:
+            after.append(text)
+        else:
+            wheels.append(text)
+    return "".join(wheels), "".join(source), "".join(after)
 
 
 def uv_binary() -> str:

@@ -156,6 +156,14 @@ _RULES = (
         source="`workers/rollout/vllm_rollout/vllm_async_server.py` (`engine_kwargs`, `build_cli_args_from_config`); vllm 0.24.0 `vllm/envs.py` `validate_environ`, `vllm/engine/arg_utils.py` `attention_backend`",
     ),
     Rule(
+        "image-engine-transformers",
+        "warning",
+        "any",
+        "both",
+        "the built image's lock installs a transformers outside the rollout engine's own requirement (sglang 0.5.12 requires `transformers==5.6.0`; verl 0.9.1's `sglang` extra pins 5.9.0, which the lock takes as an override, as verl's own uv environment does, stored in `grpo_infra/check/engine_pins.py`; other releases are not judged): the engine runs on a transformers it was not released against",
+        source="`setup.py` extra `sglang` (`transformers==5.9.0`); sglang 0.5.12 wheel METADATA `Requires-Dist: transformers==5.6.0`",
+    ),
+    Rule(
         "probe-real-gpus",
         "warning",
         "kubernetes",

@@ -29,12 +29,21 @@ def hadolint(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("name", BUILT)
 def test_built_stacks_render_their_image_folder(name: str) -> None:
     files = synth.render(stack(name))
-    assert sorted(p for p in files if p.startswith("image/")) == [
-        "image/Dockerfile",
-        "image/image_guard.py",
-        "image/requirements.lock",
-        "image/source-build.lock",
-    ]
+    # The SGLang images' lock holds flash-attn-4 (sglang's requirement), installed after flash-attn.
+    after = (
+        ["image/after-source-build.lock"]
+        if "flash-attn-4" in pins(files["image/requirements.lock"] + files.get("image/after-source-build.lock", ""))
+        else []
+    )
+    assert sorted(p for p in files if p.startswith("image/")) == sorted(
+        [
+            "image/Dockerfile",
+            "image/image_guard.py",
+            "image/requirements.lock",
+            "image/source-build.lock",
+            *after,
+        ]
+    )
     assert files["image/image_guard.py"] == (ROOT / "grpo_infra" / "image" / "guard.py").read_text()
 
 
@@ -79,6 +88,34 @@ def test_the_build_installs_the_committed_lock_with_hashes_and_no_resolution() -
         "--require-hashes --no-deps --no-build-isolation -r /opt/grpo-infra/source-build.lock"
         in (files["image/Dockerfile"])
     )
+
+
+SGLANG_BUILT = [
+    name for name in BUILT if "flash-attn-4" in pins((ROOT / "stacks" / "locks" / f"{name}.txt").read_text())
+]
+
+
+def test_the_sglang_stacks_lock_flash_attn_4_beside_flash_attn() -> None:
+    assert SGLANG_BUILT == ["local-k8s", "onprem-k8s"]
+
+
+@pytest.mark.parametrize("name", SGLANG_BUILT)
+def test_flash_attn_4_is_installed_after_the_flash_attn_build(name: str) -> None:
+    """flash-attn 2.8.3 and flash-attn-4 both install flash_attn/cute/: FA4 last, so sglang's
+    `flash_attn.cute` is FA4's whole folder and not FA4's overwritten by flash-attn 2.8.3's older files."""
+    files = synth.render(stack(name))
+    lock = (ROOT / "stacks" / "locks" / f"{name}.txt").read_text()
+    wheels, source = files["image/requirements.lock"], files["image/source-build.lock"]
+    after = files["image/after-source-build.lock"]
+    assert pins(after) == {"flash-attn-4": pins(lock)["flash-attn-4"]} and "--hash=sha256:" in after
+    assert "flash-attn-4" not in pins(wheels) and pins(source) == {"flash-attn": "2.8.3"}
+    # Every requirement of the committed lock is in exactly one of the three install steps.
+    steps = [pins(wheels), pins(source), pins(after)]
+    assert sum(len(s) for s in steps) == len(pins(lock)) and {k: v for s in steps for k, v in s.items()} == pins(lock)
+    lines = files["image/Dockerfile"].splitlines()
+    built = next(i for i, line in enumerate(lines) if line.endswith("-r /opt/grpo-infra/source-build.lock"))
+    fa4 = next(i for i, line in enumerate(lines) if line.endswith("-r /opt/grpo-infra/after-source-build.lock"))
+    assert built < fa4 and lines[fa4].startswith("RUN pip install --no-cache-dir --require-hashes --no-deps ")
 
 
 def test_sdpa_builds_no_flash_attn() -> None:
