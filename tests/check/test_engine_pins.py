@@ -3,14 +3,12 @@ in one line naming the engine field, and a stack may waive it."""
 
 from __future__ import annotations
 
-import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from grpo_infra.check import cautions, warnings
-from grpo_infra.check.engine_pins import ENGINE_TRANSFORMERS, engine_pin_warnings
+from grpo_infra.check.engine_pins import engine_pin_warnings
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import ROOT
 
@@ -48,17 +46,3 @@ def test_the_warning_can_be_waived_and_is_still_judged() -> None:
     waived = Environment.model_validate(raw)
     assert RULE not in [w.rule for w in warnings(waived)]
     assert RULE in [w.rule for w in cautions(waived)]
-
-
-def test_the_stored_pin_is_the_wheels_when_the_wheel_is_at_hand() -> None:
-    """Set SGLANG_WHEEL_DIR to a folder holding `pip download --no-deps sglang==0.5.12` to compare."""
-    import os
-
-    folder = os.environ.get("SGLANG_WHEEL_DIR")
-    wheels = sorted(Path(folder).glob("sglang-0.5.12-*.whl")) if folder else []
-    if not wheels:
-        pytest.skip("no sglang 0.5.12 wheel at hand (SGLANG_WHEEL_DIR)")
-    with zipfile.ZipFile(wheels[0]) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = archive.read(name).decode("utf-8")
-    assert f"Requires-Dist: transformers{ENGINE_TRANSFORMERS[('sglang', '0.5.12')]}" in metadata.splitlines()
