@@ -62,8 +62,10 @@ def deploy() -> None:
         from .nodepools import deploy_node_pools
 
         # The gang's pods can only start once their nodes exist: everything scheduled onto a pool
-        # depends on the resources that create (or label) it.
-        pools = deploy_node_pools(env)
+        # depends on the resources that create (or label) it. `nodesExist`: the pools' nodes were made
+        # outside this stack (a rehearsal's local nodes, grpo_infra/rehearsal): none is created here.
+        nodes_exist = pulumi.Config(PROJECT).get_bool("nodesExist") or False
+        pools = [] if nodes_exist else deploy_node_pools(env)
         # Set by `grpo-infra up` against the local cluster, whose operators run as processes.
         installed = pulumi.Config(PROJECT).get_bool("operatorsInstalled") or False
         deploy_kubernetes(env, depends_on=pools, install_operators=not installed)

@@ -85,8 +85,9 @@ def _program() -> None:
     deploy()
 
 
-def select(stack: str, root: Path, settings: Settings) -> auto.Stack:
-    """The stack in a work dir of its own (the project's stack files are never written to)."""
+def select(stack: str, root: Path, settings: Settings, program: Callable[[], None] | None = None) -> auto.Stack:
+    """The stack in a work dir of its own (the project's stack files are never written to). `program`:
+    the project's (`components.program.deploy`) unless a caller wraps it (a rehearsal scales its objects)."""
     from pulumi import automation as auto
 
     settings.work_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,9 @@ def select(stack: str, root: Path, settings: Settings) -> auto.Stack:
         pulumi_command=auto.PulumiCommand(root=str(settings.pulumi.parent.parent), skip_version_check=True),
     )
     try:
-        return auto.create_or_select_stack(stack_name=stack, project_name=PROJECT, program=_program, opts=opts)
+        return auto.create_or_select_stack(
+            stack_name=stack, project_name=PROJECT, program=program or _program, opts=opts
+        )
     except auto.CommandError as exc:
         raise EngineError(one_line(exc)) from None
 

@@ -110,6 +110,12 @@ SUBCOMMANDS = (
         "A local Kubernetes (etcd, API server, scheduler, controller manager, Kueue, KubeRay, and the "
         "stack's nodes: real kubelets and containers, or KWOK).",
     ),
+    Subcommand(
+        "rehearse",
+        "rehearse",
+        "rehearse",
+        "Run STACK's own objects on local real nodes shaped like its pools, shrunk to fit; fail where the cloud would.",
+    ),
 )
 
 

@@ -80,19 +80,34 @@ def bridge_address(subnet: ipaddress.IPv4Network | None = None) -> str:
     return str((subnet or node_subnet()).network_address + 1)
 
 
+# The one block every local GPU node is in, at each level of the stack's topology (Kueue TAS).
+TOPOLOGY_BLOCK = "local-block-0"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def topology_labels(env: Environment) -> dict[str, str]:
+    """The labels the stack's TAS levels name (all but the hostname, which the kubelet sets): one block."""
+    topology = env.kubernetes.topology if env.kubernetes is not None else None
+    levels = topology.levels if topology is not None else []
+    return {level: TOPOLOGY_BLOCK for level in levels if level != HOSTNAME_LABEL}
+
+
 def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cpu_nodes: int = 1) -> list[RealNode]:
-    """Every pool's hosts with the pool's labels, taints, devices and NVIDIA driver, then the untainted
-    CPU nodes (no driver) for Ray heads and job submitters; addresses .11 onwards, pod CIDRs 10.244.<i>.0/24."""
+    """Every pool's hosts with the pool's labels (and its topology's), taints, devices and NVIDIA driver, then
+    the untainted CPU nodes (no driver, the head pool's labels) for Ray heads and job submitters; addresses
+    .11 onwards, pod CIDRs 10.244.<i>.0/24."""
     subnet = subnet or node_subnet()
     pods = ipaddress.IPv4Network(POD_CIDR)
     specs: list[tuple[str, dict[str, str], tuple[dict[str, str], ...], dict[str, int]]] = []
+    topology = topology_labels(env)
     for pool in env.pools:
         devices = {pool.gpu.resource: pool.gpu.per_node}
         if pool.fabric.resource and pool.fabric.devices_per_node:
             devices[pool.fabric.resource] = pool.fabric.devices_per_node
         for host in pool_hosts(pool):
-            specs.append((host, node_selector(pool), tuple(node_taints(pool)), devices))
-    specs += [(name, {}, (), {}) for name in cpu_node_names(cpu_nodes)]
+            specs.append((host, {**node_selector(pool), **topology}, tuple(node_taints(pool)), devices))
+    head = env.kubernetes.head_pool if env.kubernetes is not None else None
+    specs += [(name, dict(head.labels) if head else {}, (), {}) for name in cpu_node_names(cpu_nodes)]
     if len(specs) > min(200, 2 ** (24 - subnet.prefixlen) * 256 - 12):
         raise ValueError(f"{len(specs)} real nodes do not fit the node subnet {subnet}")
     out = []

@@ -1,0 +1,175 @@
+"""What a rehearsal changes in a stack, and nothing else: each change is a `Substitution` it prints.
+
+A rehearsal runs the stack's own rendered objects on this machine's real nodes. What cannot be here is
+substituted, each once and said:
+- node counts shrink to at most `MAX_GPU_NODES` per pool, and the gang and the tenants' GPU quotas with
+  them (a constraint is never dropped: every label, taint, device count and selector stays);
+- the image becomes its CPU variant, built from the stack's own lock (`grpo-infra image build`), its guard
+  still holding the GPU nodes to the declared image's driver floor;
+- verl's entrypoint becomes the probe (every rank's placement, checkpointed steps, resume), and the fabric
+  gate, whose all-reduce needs torch, is off;
+- cloud storage (claims, NFS) becomes host paths on the nodes, the checkpoint path shared by all;
+- the operators install from the bundled copies of the same charts (their repositories are out of reach);
+- the pools' GPU and fabric resources come from the local nodes' device plugin, not from the cloud's;
+- the stack's secrets get throwaway values;
+- node pools are not created (the local nodes are the pools' nodes), launchers are not rendered.
+The CPU and memory arithmetic is kept, scaled: see scale.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..spec import Environment
+from ..spec.pools import Pool
+
+MAX_GPU_NODES = 2
+# Every rehearsal path on the nodes (they are all this machine, so each is shared by every node).
+HOST_ROOT = "/var/lib/grpo-rehearsal"
+PROBE = {"steps": 3, "stepSeconds": 1}
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """One thing the rehearsal runs in place of the stack's own."""
+
+    what: str
+    stack: str
+    rehearsal: str
+
+    def line(self) -> str:
+        return f"{self.what}: {self.stack} -> {self.rehearsal}"
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """The stack as it is rehearsed, and what was substituted to make it so."""
+
+    stack: str
+    env: Environment
+    substitutions: tuple[Substitution, ...]
+
+
+def pool_size(pool: Pool) -> int:
+    return len(pool.host_names) if pool.host_names else pool.nodes or 0
+
+
+def rehearsal(stack: str, env: Environment) -> Rehearsal:
+    """The stack shrunk and substituted as the module docstring says; refused for a non-Kubernetes stack."""
+    if env.target != "kubernetes" or env.kubernetes is None:
+        raise ValueError(f"stack {stack} targets {env.target}: a rehearsal runs Kubernetes stacks")
+    data = env.model_dump(by_alias=True, exclude_none=True, mode="json")
+    subs: list[Substitution] = []
+    subs += _shrink(env, data)
+    subs += _image(env, data)
+    subs += _storage(env, data)
+    subs += _cluster_services(env, data)
+    subs += _secrets(env)
+    data.pop("launchers", None)
+    data["description"] = f"Rehearsal of {stack}: {env.description}"[:200]
+    return Rehearsal(stack, Environment.model_validate(data), tuple(subs))
+
+
+def _shrink(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    subs = []
+    before = after = 0
+    for pool, raw in zip(env.pools, data["pools"], strict=True):
+        size = pool_size(pool)
+        kept = min(size, MAX_GPU_NODES)
+        before, after = before + size * pool.gpu.per_node, after + kept * pool.gpu.per_node
+        if kept == size:
+            continue
+        if pool.host_names:
+            raw["hosts"] = ",".join(pool.host_names[:kept])
+        else:
+            raw["nodes"] = kept
+        subs.append(Substitution(f"pool {pool.name} nodes", str(size), f"{kept} (at most {MAX_GPU_NODES} per pool)"))
+    job = data["job"]
+    if env.job.nodes is not None:
+        kept = min(env.job.nodes, pool_size(env.gang.pool), MAX_GPU_NODES)
+        if kept != env.job.nodes:
+            job["nodes"] = kept
+            subs.append(Substitution("job.nodes (the gang)", str(env.job.nodes), str(kept)))
+    for tenant, raw in zip(env.tenants, data["tenants"], strict=True):
+        quota = min(tenant.gpu_quota, math.ceil(tenant.gpu_quota * after / before)) if before else tenant.gpu_quota
+        if quota != tenant.gpu_quota:
+            raw["gpuQuota"] = quota
+            subs.append(
+                Substitution(f"tenant {tenant.name} gpuQuota", str(tenant.gpu_quota), f"{quota} (× {after}/{before})")
+            )
+    return subs
+
+
+def _image(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    subs = []
+    if env.image.variant != "cpu":
+        data["image"]["variant"] = "cpu"
+        subs.append(
+            Substitution(
+                "image", env.image.ref or "(no ref)", "its CPU variant from the stack's lock (`grpo-infra image build`)"
+            )
+        )
+    job = data["job"]
+    if env.job.probe is None:
+        job["probe"] = dict(PROBE)
+        subs.append(Substitution("entrypoint", "verl (main_ppo)", f"the probe, {PROBE['steps']} checkpointed steps"))
+    if env.job.preflight.nccl.enabled:
+        job.setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
+        subs.append(Substitution("fabric gate", "on (nccl-tests all-reduce)", "off (the CPU variant has no torch)"))
+    return subs
+
+
+def _storage(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    assert env.kubernetes is not None
+    subs = []
+    volumes = data["kubernetes"].get("volumes", [])
+    for volume, raw in zip(env.kubernetes.volumes, volumes, strict=True):
+        if volume.host_path:
+            continue
+        path = f"{HOST_ROOT}/{volume.name}"
+        source = f"claim {volume.claim_name}" if volume.claim_name else "NFS" if volume.nfs else "its volume"
+        for key in ("claimName", "nfs"):
+            raw.pop(key, None)
+        raw["hostPath"] = path
+        subs.append(Substitution(f"volume {volume.name}", source, f"host path {path} (read-only stays as declared)"))
+    checkpoint = env.job.checkpoint.volume
+    if checkpoint is not None and not checkpoint.host_path:
+        path = f"{HOST_ROOT}/checkpoints"
+        data["job"]["checkpoint"]["volume"] = {"hostPath": path, "hostPathShared": True}
+        subs.append(Substitution("checkpoint volume", "shared storage", f"host path {path}, shared by every node"))
+    return subs
+
+
+def _cluster_services(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    assert env.kubernetes is not None
+    subs = []
+    kube = data["kubernetes"]
+    if env.kubernetes.operator_charts != "bundled":
+        kube["operatorCharts"] = "bundled"
+        subs.append(
+            Substitution("operator charts", "their Helm repositories", "the bundled copies of the same versions")
+        )
+    provided = set(env.kubernetes.provided_resources)
+    local = {pool.gpu.resource for pool in env.pools} | {p.fabric.resource for p in env.pools if p.fabric.resource}
+    if not local <= provided:
+        kube["providedResources"] = sorted(provided | local)
+        subs.append(
+            Substitution(
+                "device plugins",
+                "installed by the stack",
+                "the local nodes' device plugin (" + ", ".join(sorted(local - provided)) + ")",
+            )
+        )
+    if env.kubernetes.provider != "existing":
+        subs.append(
+            Substitution("node pools", f"{env.kubernetes.provider} node groups", "the local real nodes, not created")
+        )
+    return subs
+
+
+def _secrets(env: Environment) -> list[Substitution]:
+    return [
+        Substitution(f"secret {s.config}", "the stack's encrypted value", "a throwaway value") for s in env.job.secrets
+    ]

@@ -1,0 +1,118 @@
+"""A rehearsal run: the plan's stack on the local Kubernetes with real nodes, through the real Pulumi engine.
+
+The order is the README's: the stack's CPU image built (`grpo-infra image build`), `grpo-infra kube up`
+with real nodes shaped like the stack's pools and the operators from their charts, `grpo-infra up --wait`
+(here with each pool's CPU and memory scaled, scale.py), `grpo-infra destroy`, `grpo-infra kube down`.
+The rehearsal's stack file is written to a directory of its own; the project's are never touched.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import engine, job_wait
+from ..kube import cluster, images
+from ..kube.plan import Paths
+from ..spec import ENVIRONMENT_KEY, PROJECT
+from ..spec.load import lock_source
+from .plan import HOST_ROOT, Rehearsal
+from .scale import Factor, scale_object
+
+THROWAWAY = "rehearsal-throwaway-value"
+Say = Callable[[str], None]
+
+
+def stack_file(rehearsal: Rehearsal) -> dict[str, Any]:
+    """The rehearsal's stack file: its environment, throwaway secrets, and no node pools to create."""
+    env = rehearsal.env.model_dump(by_alias=True, exclude_none=True, mode="json")
+    build = env.get("image", {}).get("build")
+    if build:
+        build.pop("lock", None)  # read from stacks/locks/, as for any stack
+    config: dict[str, Any] = {ENVIRONMENT_KEY: env, f"{PROJECT}:nodesExist": "true"}
+    for secret in rehearsal.env.job.secrets:
+        config[f"{PROJECT}:{secret.config}"] = THROWAWAY
+    return {"config": config}
+
+
+def write_project(rehearsal: Rehearsal, project: Path, work: Path) -> Path:
+    """`work/stacks/Pulumi.<stack>.yaml` and the stack's lock beside it; returns `work`."""
+    stacks = work / "stacks"
+    (stacks / "locks").mkdir(parents=True, exist_ok=True)
+    (stacks / f"Pulumi.{rehearsal.stack}.yaml").write_text(yaml.safe_dump(stack_file(rehearsal), sort_keys=False))
+    lock = project / lock_source(rehearsal.stack)
+    if lock.is_file():
+        shutil.copy(lock, work / lock_source(rehearsal.stack))
+    return work
+
+
+def program(rehearsal: Rehearsal, by: dict[str, Factor]) -> Callable[[], None]:
+    """The project's program, with every Kubernetes object's CPU and memory scaled by its pool's factor."""
+
+    def run() -> None:
+        import pulumi
+
+        from components.program import deploy
+
+        def scale(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+            props = args.props
+            if not args.type_.startswith("kubernetes:") or "kind" not in props:
+                return None
+            scaled = scale_object(rehearsal.env, copy.deepcopy(dict(props)), by)
+            return pulumi.ResourceTransformResult(props=scaled, opts=args.opts)
+
+        pulumi.runtime.register_resource_transform(scale)
+        deploy()
+
+    return run
+
+
+def host_paths(rehearsal: Rehearsal) -> list[Path]:
+    """The host directories the rehearsal's pods mount (made empty before, removed after)."""
+    env = rehearsal.env
+    assert env.kubernetes is not None
+    paths = [Path(v.host_path) for v in env.kubernetes.volumes if v.host_path and v.host_path.startswith(HOST_ROOT)]
+    volume = env.job.checkpoint.volume
+    if volume is not None and volume.host_path and volume.host_path.startswith(HOST_ROOT):
+        paths.append(Path(volume.host_path))
+    return paths
+
+
+def run(
+    rehearsal: Rehearsal, by: dict[str, Factor], project: Path, say: Say, *, keep: bool = False
+) -> job_wait.Outcome:
+    """Build, boot, deploy, follow the run to its end, then destroy and tear down (unless `keep`)."""
+    from ..image.build import build
+
+    stack, env = rehearsal.stack, rehearsal.env
+    say("image: building the CPU variant (cached by content)")
+    build(env, project, progress=say)
+    archives = images.node_archives(env, project, stack, operators=True)
+    work = write_project(rehearsal, project, Paths(cluster.ROOT).root.parent / f"grpo-rehearsal-{stack}")
+    for path in host_paths(rehearsal):
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+    head_nodes = env.kubernetes.head_pool.nodes if env.kubernetes and env.kubernetes.head_pool else 1
+    say(f"nodes: {sum(1 for _ in env.pools)} pool(s) and {max(2, head_nodes)} CPU node(s), real kubelets")
+    cluster.up(
+        stack, env, nodes="real", archives=archives, cpu_nodes=max(2, head_nodes), operators="charts", timeout=300
+    )
+    try:
+        chosen = engine.select(stack, work, cluster.engine_settings(stack), program=program(rehearsal, by))
+        engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
+        kubectl = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
+        outcome = job_wait.wait(env, kubectl, say, timeout=1800)
+        if not keep:
+            engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
+        return outcome
+    finally:
+        if not keep:
+            cluster.down()
+            for path in host_paths(rehearsal):
+                shutil.rmtree(path, ignore_errors=True)
