@@ -22,6 +22,7 @@ from grpo_infra.k8s.gate import gate_config_map
 from grpo_infra.k8s.labels import ray_token_secret_name
 from grpo_infra.k8s.operators import chart_path, kuberay_release, kueue_release, kueue_role_patches, uses_kueue
 from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
+from grpo_infra.k8s.shipped import guard_config_map
 from grpo_infra.spec import PROJECT, Environment
 
 PREFIX = "grpo-infra:k8s"
@@ -219,7 +220,7 @@ class GangQueues(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class GrpoRayJobArgs:
     """The job's Ray object (a RayJob, RayCluster or RayCronJob by `job.kind`), the NetworkPolicy fencing
-    its Ray pods, and the fabric gate's code (None when off)."""
+    its Ray pods, the fabric gate's code (None when off) and the image guard's program."""
 
     ray_job: dict[str, Any]
     network_policy: dict[str, Any]
@@ -228,6 +229,8 @@ class GrpoRayJobArgs:
     token_secret: str | None = None
     # No voluntary eviction of the job's pods (`grpo_infra.k8s.disruption`).
     disruption_budget: dict[str, Any] | None = None
+    # The image guard's program, mounted by the init container of every Ray pod (`grpo_infra.k8s.shipped`).
+    guard_code: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, env: Environment) -> GrpoRayJobArgs:
@@ -239,6 +242,7 @@ class GrpoRayJobArgs:
             gate_config_map(env),
             token,
             render.pod_disruption_budget(env),
+            guard_config_map(env),
         )
 
 
@@ -252,6 +256,10 @@ class GrpoRayJob(pulumi.ComponentResource):
         self.network_policy = register_object(args.network_policy, _child(self, opts))
         # The head pod mounts the gate's code: the ConfigMap exists before the RayJob and outlives it.
         self.gate_code = register_object(args.gate_code, _child(self, opts)) if args.gate_code else None
+        # Every Ray pod's init container mounts the guard's program: likewise before the Ray object. Its name
+        # carries the program's hash, so a guard change creates the new one, updates the Ray object, then
+        # deletes the old one.
+        self.guard_code = register_object(args.guard_code, _child(self, opts)) if args.guard_code else None
         # In place before the pods exist, so no drain can catch the gang between its start and the budget.
         budget = args.disruption_budget
         self.disruption_budget = register_object(budget, _child(self, opts)) if budget else None
@@ -277,6 +285,7 @@ class GrpoRayJob(pulumi.ComponentResource):
         after = [
             self.network_policy,
             *([self.gate_code] if self.gate_code is not None else []),
+            *([self.guard_code] if self.guard_code is not None else []),
             *([self.token] if self.token is not None else []),
             *([self.disruption_budget] if self.disruption_budget is not None else []),
         ]
@@ -289,6 +298,8 @@ class GrpoRayJob(pulumi.ComponentResource):
         outputs = {"name": meta["name"], "namespace": meta["namespace"]}
         if args.gate_code is not None:
             outputs["gateCode"] = args.gate_code["metadata"]["name"]
+        if args.guard_code is not None:
+            outputs["guardCode"] = args.guard_code["metadata"]["name"]
         self.register_outputs(outputs)
 
 

@@ -63,7 +63,8 @@ def verl_config_keys(env: Environment) -> frozenset[str] | None:
 
 
 def guard_program() -> str:
-    """The guard's source, run as `python3 -c` (the image may not contain this project)."""
+    """The guard's source (the image may not contain this project): a Kubernetes job's ConfigMap holds it
+    once (grpo_infra/k8s/shipped.py), Slurm's sbatch runs it as `python3 -c`."""
     return GUARD_PROGRAM.read_text(encoding="utf-8")
 
 

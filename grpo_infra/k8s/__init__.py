@@ -20,12 +20,14 @@ from .queues import queue_objects
 from .raycluster import ray_cluster
 from .raycronjob import default_local_queue, ray_cron_job
 from .rayjob import ray_job
+from .shipped import guard_config_map
 
 __all__ = [
     "cron_queues",
     "default_local_queue",
     "gang_view",
     "gate_config_map",
+    "guard_config_map",
     "helm_releases",
     "objects",
     "pod_disruption_budget",
@@ -51,6 +53,7 @@ def objects(env: Environment) -> list[dict[str, Any]]:
         *cron_queues(env),
         ray_network_policy(env),
         *([gate_code] if gate_code is not None else []),
+        guard_config_map(env),
         pod_disruption_budget(env),
         workload(env),
     ]

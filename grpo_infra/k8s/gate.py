@@ -2,7 +2,7 @@
 
 The verl image does not contain this project, so the files of `grpo_infra.preflight` (stdlib only)
 travel with the stack: a ConfigMap mounted read-only on the head pod, put on `PYTHONPATH` for the gate
-alone. The rank actors are shipped to the workers by value, so the workers need torch, not these files.
+alone (named and labelled as the image guard's, `grpo_infra.k8s.shipped`). The rank actors are shipped to the workers by value, so the workers need torch, not these files.
 
 A RayJob's entrypoint (`grpo_infra.k8s.rayjob.entrypoint`) runs the gate, then verl, joined by `&&`: a
 failing verdict ends the Ray job before any training step. A RayCluster has no entrypoint: the gate runs
@@ -18,17 +18,16 @@ from typing import Any
 from ..image import image_reference
 from ..preflight.gate import gate_command
 from ..spec import Environment
-from .labels import JOB_LABEL, MANAGED_BY, ray_token_secret_name
+from .labels import ray_token_secret_name
 from .placement import cpu_quantity, memory_quantity
 from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI
+from .shipped import code_config_map
 
 GATE_MOUNT = "/opt/grpo-infra"
 GATE_VOLUME = "grpo-infra-gate"
 PACKAGE = "grpo_infra.preflight"
 # The shell prefix that puts the shipped package first on the gate's import path (POSIX sh).
 PYTHONPATH_PREFIX = f"PYTHONPATH={GATE_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}"
-# A ConfigMap (like any object) must stay under etcd's 1 MiB request limit.
-CONFIG_MAP_LIMIT_BYTES = 1024 * 1024
 # The container beside a RayCluster's head that runs the gate once, and the file its readiness reads.
 GATE_CONTAINER = "fabric-gate"
 GATE_PASSED = "/tmp/grpo-infra-gate-passed"
@@ -63,17 +62,8 @@ def gate_config_map(env: Environment) -> dict[str, Any] | None:
     """The ConfigMap holding the gate's code in the job's namespace, or None when the gate is off."""
     if not gate_enabled(env):
         return None
-    job = env.job
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": gate_config_map_name(env),
-            "namespace": job.tenant,
-            "labels": {**MANAGED_BY, JOB_LABEL: job.name},
-        },
-        "data": {config_map_key(path): text for path, text in gate_files().items()},
-    }
+    data = {config_map_key(path): text for path, text in gate_files().items()}
+    return code_config_map(env, gate_config_map_name(env), data)
 
 
 def gate_volume(env: Environment) -> dict[str, Any]:

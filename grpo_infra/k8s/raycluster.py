@@ -26,6 +26,7 @@ from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
 from .queues import head_cpu_milli, head_memory_mi
+from .shipped import guard_volume
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -185,9 +186,10 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_n
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
+        # The guard's program comes from the job's ConfigMap, named by its hash (`guard_config_map_name`).
         "initContainers": [image_guard_container(env, gpu_node)],
         "containers": [container],
-        "volumes": _volumes(env, memory_mi),
+        "volumes": [*_volumes(env, memory_mi), guard_volume(env)],
     }
 
 

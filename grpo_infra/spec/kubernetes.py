@@ -29,8 +29,9 @@ class NodeReserve(SpecModel):
     """GiB of memory kept back on every node."""
 
 
-# Volume names the RayJob's pods already use (/dev/shm, the checkpoint volume, the gate's code).
-RESERVED_VOLUMES = frozenset({"dshm", "checkpoints", "grpo-infra-gate"})
+# Volume names the RayJob's pods already use (/dev/shm, the checkpoint volume, the gate's code, the image
+# guard's program: grpo_infra/k8s/gate.py, grpo_infra/image/pods.py).
+RESERVED_VOLUMES = frozenset({"dshm", "checkpoints", "grpo-infra-gate", "image-guard"})
 MountPath = Annotated[str, StringConstraints(pattern=r"^/[^\s:,]*[^/\s:,]$|^/$")]
 
 

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from grpo_infra.image.dockerfile import GUARD_FILE
+from grpo_infra.image.pods import GUARD_MOUNT, VOLUME
+from grpo_infra.k8s import objects
 from grpo_infra.k8s.rayjob import ray_job
+from grpo_infra.k8s.shipped import guard_config_map_name
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
 
@@ -56,15 +60,37 @@ def test_head_and_every_worker_pod_run_the_guard_first(name: str) -> None:
     python = "3.11" if env.image.variant == "cpu" else "3.12"
     for pod in pods(ray_job(env)):
         (init,) = pod["initContainers"]
-        assert init["name"] == "image-guard" and init["command"][:2] == ["python3", "-c"]
-        assert init["command"][3:5] == ["--python", python]
+        assert init["name"] == "image-guard" and init["command"][:2] == ["python3", f"{GUARD_MOUNT}/{GUARD_FILE}"]
+        assert init["command"][2:4] == ["--python", python]
+        # The program from the job's ConfigMap, read-only: the pod template names it and holds none of it.
+        assert init["volumeMounts"] == [{"name": VOLUME, "mountPath": GUARD_MOUNT, "readOnly": True}]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == VOLUME]
+        assert volume["configMap"]["name"] == guard_config_map_name(env)
 
 
-def _run_init(env: Environment) -> subprocess.CompletedProcess[str]:
-    """The head's rendered init container command, run here (python3 = this environment's Python)."""
-    (init,) = pods(ray_job(env))[0]["initContainers"]
+def _local_command(env: Environment, pod: dict[str, Any], into: Path) -> list[str]:
+    """The pod's rendered init container command, its program laid out under `into` as the kubelet lays
+    out the ConfigMap its volume names (python3 = this environment's Python)."""
+    (init,) = pod["initContainers"]
+    (mount,) = init["volumeMounts"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    name = volume["configMap"]["name"]
+    (code,) = [o for o in objects(env) if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+    assert code["metadata"]["namespace"] == env.job.tenant
+    for item in volume["configMap"]["items"]:
+        (into / item["path"]).write_text(code["data"][item["key"]], encoding="utf-8")
+    at = mount["mountPath"] + "/"
+    return [str(into / arg.removeprefix(at)) if arg.startswith(at) else arg for arg in init["command"]]
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    return subprocess.run(init["command"], capture_output=True, text=True, env=environ, timeout=60)
+    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=60)
+
+
+def _run_init(env: Environment, into: Path) -> subprocess.CompletedProcess[str]:
+    """The head's rendered init container, run here."""
+    return _run(_local_command(env, pods(ray_job(env))[0], into))
 
 
 def _like_this_machine(data: dict[str, Any], ray: str = "2.60.0") -> None:
@@ -78,20 +104,18 @@ def _like_this_machine(data: dict[str, Any], ray: str = "2.60.0") -> None:
     data["job"]["rollout"]["engine"] = "vllm"
 
 
-def test_the_rendered_init_container_passes_a_matching_image_and_stops_another() -> None:
-    ok = _run_init(variant("gke-dev", _like_this_machine))
+def test_the_rendered_init_container_passes_a_matching_image_and_stops_another(tmp_path: Path) -> None:
+    ok = _run_init(variant("gke-dev", _like_this_machine), tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    bad = _run_init(variant("gke-dev", lambda d: _like_this_machine(d, ray="2.59.0")))
+    bad = _run_init(variant("gke-dev", lambda d: _like_this_machine(d, ray="2.59.0")), tmp_path)
     assert bad.returncode == 1
     assert bad.stdout.splitlines()[-1].endswith("FAIL ray 2.59.0 declared, 2.60.0 in the image")
 
 
-def _run_pod_guard(pod: dict[str, Any]) -> list[str]:
+def _run_pod_guard(env: Environment, pod: dict[str, Any], into: Path) -> list[str]:
     """The pod's rendered guard run on this machine, a node with no NVIDIA driver and no verbs device (as a
     CPU node of the head pool): the reasons of its FAIL line, or none when it passes."""
-    (init,) = pod["initContainers"]
-    environ = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    proc = subprocess.run(init["command"], capture_output=True, text=True, env=environ, timeout=60)
+    proc = _run(_local_command(env, pod, into))
     fail = [line.split(": FAIL ", 1)[1] for line in proc.stdout.splitlines() if ": FAIL " in line]
     return fail[0].split("; ") if fail else []
 
@@ -100,16 +124,19 @@ NODE_FACTS = ("NVIDIA driver", "HCAs")
 
 
 @pytest.mark.parametrize("name", [s for s in K8S if stack(s).image.variant != "cpu"])
-def test_the_head_on_a_cpu_node_is_refused_only_for_its_image_never_for_the_gpu_nodes_facts(name: str) -> None:
+def test_the_head_on_a_cpu_node_is_refused_only_for_its_image_never_for_the_gpu_nodes_facts(
+    name: str, tmp_path: Path
+) -> None:
     """Heads run on CPU nodes (the head pool) and hold no GPU: a driver floor or the pool's HCAs in the head's
     guard would keep it in Init:CrashLoopBackOff while Kueue holds the gang's GPUs, on every retry. Here
     (no driver, no HCA, another image) the head's guard names only the image's differences; a worker's,
     on the same node, names the missing driver too."""
-    head, *workers = pods(ray_job(stack(name)))
-    head_reasons = _run_pod_guard(head)
+    env = stack(name)
+    head, *workers = pods(ray_job(env))
+    head_reasons = _run_pod_guard(env, head, tmp_path)
     assert not [r for r in head_reasons if any(fact in r for fact in NODE_FACTS)], head_reasons
     for worker in workers:
-        assert any("NVIDIA driver" in r for r in _run_pod_guard(worker))
+        assert any("NVIDIA driver" in r for r in _run_pod_guard(env, worker, tmp_path))
 
 
 def test_pyxis_pulls_the_images_ref_in_enroot_syntax() -> None:

@@ -19,17 +19,18 @@ import yaml
 from grpo_infra import verl
 from grpo_infra.k8s import objects, ray_job
 from grpo_infra.k8s.gate import (
-    CONFIG_MAP_LIMIT_BYTES,
     GATE_MOUNT,
     GATE_VOLUME,
     PYTHONPATH_PREFIX,
     gate_config_map,
+    gate_config_map_name,
     gate_files,
 )
 from grpo_infra.k8s.rayjob import resume_guard, world_size_guard
+from grpo_infra.k8s.shipped import CONFIG_MAP_LIMIT_BYTES, guard_config_map, guard_config_map_name
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.pulumi_graph import Graph, record
-from grpo_infra.spec import Environment
+from grpo_infra.spec import Environment, load_stack
 from grpo_infra.validate import validate_objects
 from tests.conftest import ROOT
 
@@ -61,8 +62,9 @@ def _script(env: Environment) -> str:
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_the_gate_code_ships_as_a_configmap_in_the_tenant_namespace(stack: str) -> None:
     env = verl_job(stack)
+    # The gate's and the image guard's (grpo_infra/k8s/shipped.py).
     maps = by_kind(objects(env), "ConfigMap")
-    assert len(maps) == 1
+    assert [m["metadata"]["name"] for m in maps] == [gate_config_map_name(env), guard_config_map_name(env)]
     code = maps[0]
     assert code["metadata"]["namespace"] == env.job.tenant
     assert code["metadata"]["name"].startswith(env.job.name)
@@ -139,7 +141,7 @@ def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) 
 def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
     env = variant("eks-prod", _gate_off)
     rendered = objects(env)
-    assert by_kind(rendered, "ConfigMap") == []
+    assert by_kind(rendered, "ConfigMap") == [guard_config_map(env)]
     job = by_kind(rendered, "RayJob")[0]
     assert job["spec"]["entrypoint"] == shlex.join(
         ["sh", "-c", f"{world_size_guard(env)} && {resume_guard(env, verl.shell_command(env))}"]
@@ -219,8 +221,10 @@ def test_pulumi_registers_no_configmap_with_the_gate_off(tmp_path: Path) -> None
         if (ROOT / name).exists():
             (tmp_path / name).write_text((ROOT / name).read_text())
     g = record("onprem-k8s", tmp_path)
-    # The RDMA device plugin's config (kube-system) is the only ConfigMap left: no gate code.
-    assert [(c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in g.of_type(CONFIG_MAP)] == [
-        ("kube-system", "rdma-devices")
+    # The RDMA device plugin's config (kube-system) and the image guard's program are left: no gate code.
+    env = load_stack("onprem-k8s", tmp_path).environment
+    assert sorted((c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in g.of_type(CONFIG_MAP)) == [
+        ("kube-system", "rdma-devices"),
+        (env.job.tenant, guard_config_map_name(env)),
     ]
     assert g.of_type(RAYJOB)

@@ -180,3 +180,17 @@ def test_destroy_removes_the_operators_before_the_node_pools(stack: str) -> None
         upstream = g.upstream(g.named(RELEASE, release).urn)
         missing = [u for u in pool_resources if u not in upstream]
         assert not missing, f"{release} can be destroyed after {missing[0]}"
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_the_guard_program_is_registered_with_the_job_before_its_ray_object(stack: str) -> None:
+    """Every Ray pod's init container mounts it: the Ray object waits for the ConfigMap (grpo_infra/k8s/shipped.py)."""
+    g, env = graph(stack), env_of(stack)
+    code = render.guard_config_map(env)
+    meta = code["metadata"]
+    registered = g.named("kubernetes:core/v1:ConfigMap", f"{meta['namespace']}-{meta['name']}")
+    assert registered.inputs["data"] == code["data"] and registered.inputs["metadata"] == meta
+    job = _rayjob(g, stack)
+    assert registered.parent == job.parent and g[registered.parent].type == "grpo-infra:k8s:GrpoRayJob"
+    assert registered.urn in g.upstream(job.urn)
+    assert g[registered.parent].outputs["guardCode"] == meta["name"]

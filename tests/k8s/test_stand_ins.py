@@ -22,7 +22,7 @@ def _guard_args(job: dict[str, Any]) -> list[list[str]]:
     cluster = job["spec"]["rayClusterSpec"]
     groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
     inits = [c for g in groups for c in g["template"]["spec"]["initContainers"] if c["name"] == CONTAINER_NAME]
-    return [c["command"][3:] for c in inits]
+    return [c["command"][2:] for c in inits]
 
 
 def _rules(env: Any) -> list[str]:

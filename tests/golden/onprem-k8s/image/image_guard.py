@@ -5,9 +5,11 @@ init container of the head and of every worker pod). It prints the versions actu
 exits 1 with one line naming the first difference, so a wrong image stops the job in seconds
 instead of failing verl, the gate or KubeRay's probes much later.
 
-Standard library only, and written to run as `python3 -c "<this file>" ARGS`: the image may lack
-this project entirely (that is one of the things it reports). It reads package metadata and files;
-it imports neither torch nor Ray (seconds, and a broken CUDA install would crash the import).
+Standard library only, and run as a lone file (`python3 image_guard.py ARGS`: on Kubernetes from a
+ConfigMap the init container mounts, grpo_infra/image/pods.py) or inline (`python3 -c "<this file>" ARGS`:
+Slurm's sbatch): the image may lack this project entirely (that is one of the things it reports). It
+reads package metadata and files; it imports neither torch nor Ray (seconds, and a broken CUDA install
+would crash the import).
 """
 
 from __future__ import annotations
