@@ -22,7 +22,8 @@ from grpo_infra.spec import load_stack
 
 from .conftest import ROOT, get, require_binaries, unsuspended, wait_until
 
-pytestmark = pytest.mark.cluster
+# On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
+pytestmark = pytest.mark.cluster("kwok")
 # What the stack labels as its own (grpo_infra/k8s/namespaces.py MANAGED_BY).
 OURS = "app.kubernetes.io/managed-by=grpo-infra"
 KINDS = "namespaces,serviceaccounts,roles,rolebindings,networkpolicies,configmaps,rayjobs,rayclusters,pods"
