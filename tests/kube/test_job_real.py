@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +329,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     output = tmp_path / "up.log"
     victim = ""
+    rebooted = False
     with output.open("w") as sink:
         up = subprocess.Popen(
             as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
@@ -352,6 +354,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
             time.sleep(45)
             cluster.boot_node(victim)
             wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
+            rebooted = True
         else:
             wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
         if then == "out-of-service":
@@ -403,7 +406,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
     finally:
         if up.poll() is None:
             up.kill()
-        if victim:
+        if victim and not rebooted:
             repair(kube, victim)
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
@@ -412,14 +415,32 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
 
 
 def repair(paths: Paths, node: str) -> None:
-    """The lost machine repaired, for the next test on the shared cluster: booted again if it is dead (its
-    kubelet comes back and ends what was left Terminating there), its out-of-service taint removed, Ready
-    with its devices advertised."""
-    if not realnodes.node_pids(node):
-        cluster.boot_node(node)
-    wait_until(lambda: node_ready(paths, node) == "True", 150, f"{node} Ready again")
+    """The lost machine repaired, for the next test on the shared cluster: whatever is left of it killed (a
+    drill that failed half-way), booted again (its kubelet ends what was left Terminating there), Ready as
+    reported by the new kubelet, the taints of its loss gone, its devices advertised."""
+    cluster.kill_node(node)
+    booted = datetime.now(UTC) - timedelta(seconds=1)
+    cluster.boot_node(node)
+
+    def ready_since_boot() -> bool:
+        conditions = get(paths, "node", node)["status"].get("conditions", [])
+        ready = next((c for c in conditions if c["type"] == "Ready"), {})
+        return ready.get("status") == "True" and datetime.fromisoformat(ready["lastHeartbeatTime"]) >= booted
+
+    wait_until(ready_since_boot, 150, f"{node} Ready again")
     if any(t["key"] == OUT_OF_SERVICE for t in get(paths, "node", node)["spec"].get("taints", [])):
         cluster.kubectl(paths, "taint", "node", node, f"{OUT_OF_SERVICE}-")
+    wait_until(
+        lambda: (
+            not [
+                t
+                for t in get(paths, "node", node)["spec"].get("taints", [])
+                if t["key"].startswith("node.kubernetes.io/")
+            ]
+        ),
+        60,
+        f"{node}'s unreachable and not-ready taints removed",
+    )
     if node in pool_hosts(POOL):
         wait_until(
             lambda: get(paths, "node", node)["status"]["allocatable"].get(POOL.gpu.resource) == str(POOL.gpu.per_node),
