@@ -1,18 +1,30 @@
-"""Fixtures of the tests on the local Kubernetes: one cluster per module, torn down after it.
+"""Fixtures of the tests on the local Kubernetes: one cluster per test session, shared by the modules
+that want the same one.
+
+Booting a cluster is the slow part of these tests (30-48 s with KWOK nodes, about 150 s with real ones),
+so the session keeps ONE running (`LocalClusters`, the `local_clusters` fixture of tests/conftest.py): a
+module asks for a configuration and gets the running cluster if it was booted with the same one, else the
+running one is torn down and that one booted; the last goes at the session's end. The modules wanting
+the same cluster say so (`pytest.mark.cluster("NAME")`) and run next to each other
+(`pytest_collection_modifyitems` below), so each configuration boots once. In exchange every test leaves
+the cluster as it found it (its objects deleted, its Pulumi stacks destroyed, its nodes back), or its
+module has the configuration to itself and says so.
 
 Tests marked `cluster` need the binaries of scripts/build-kube.sh: without them they skip on a
 developer's machine and fail under CI (tests/conftest.py `unavailable`). One local cluster per
-machine: every use holds /tmp/grpo-kube.lock.
+machine: this process holds /tmp/grpo-kube.lock for as long as a cluster of its session is up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +36,8 @@ from grpo_infra.kube import cluster, realnodes
 from grpo_infra.kube.plan import PULUMI_TOOLS, Paths, missing_tools
 from grpo_infra.spec import Environment, load_stack
 from tests.conftest import unavailable
+
+from . import hoststate
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = Path("/tmp/grpo-kube.lock")
@@ -59,7 +73,6 @@ def local_cluster(
     env: Environment,
     nodes: str = "fake",
     archives: list[Path] | None = None,
-    locked: bool = False,
     cpu_nodes: int = 1,
     operators: str = "processes",
 ) -> Iterator[Paths]:
@@ -70,9 +83,7 @@ def local_cluster(
     require_binaries()
     if nodes == "real":
         require_real_nodes()
-    with contextlib.ExitStack() as stack:
-        if not locked:
-            stack.enter_context(machine_lock())
+    with machine_lock():
         try:
             cluster.up(
                 "local-k8s", env, nodes=nodes, timeout=180, archives=archives, cpu_nodes=cpu_nodes, operators=operators
@@ -82,21 +93,99 @@ def local_cluster(
             cluster.down()
 
 
+_lock_depth = 0  # blocks of this process inside machine_lock()
+
+
 @contextlib.contextmanager
 def machine_lock() -> Iterator[None]:
     """The one local cluster of this machine, and the host paths its nodes share, held by this block alone
-    (another checkout's tests wait here rather than tear it down or clear its files)."""
+    (another checkout's tests wait here rather than tear it down or clear its files). Re-entrant within
+    this process: a second flock on another open file of the lock would wait for the first for ever."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
     LOCK.touch(exist_ok=True)
     with LOCK.open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
+
+
+class LocalClusters:
+    """The one local cluster of a test session: `use` returns the running cluster if it was booted with
+    the same configuration, else tears it down and boots that one. `close` takes it down (and lets go of
+    the machine lock, held from the first boot on for as long as a cluster is up)."""
+
+    def __init__(self) -> None:
+        self.key: Hashable = None
+        self.paths: Paths | None = None
+        # This machine as it was before the running cluster's real nodes booted (hoststate.snapshot).
+        self.host_before: dict[str, object] = {}
+        self._up = contextlib.ExitStack()
+
+    def use(
+        self,
+        env: Environment,
+        nodes: str = "fake",
+        archives: list[Path] | None = None,
+        cpu_nodes: int = 1,
+        operators: str = "processes",
+        around: Callable[[], AbstractContextManager[object]] | None = None,
+    ) -> Paths:
+        """The cluster `local_cluster` makes of these arguments. `around`: what must stay entered for as
+        long as the cluster is up (entered before the boot, left after the teardown); not in the key."""
+        key = (env.model_dump_json(), nodes, tuple(archives or ()), cpu_nodes, operators)
+        if key == self.key and self.paths is not None:
+            return self.paths
+        self.close()
+        require_binaries()
+        if nodes == "real":
+            require_real_nodes()
+        with contextlib.ExitStack() as up:
+            up.enter_context(machine_lock())
+            self.host_before = hoststate.snapshot() if nodes == "real" else {}
+            if around is not None:
+                up.enter_context(around())
+            paths = up.enter_context(local_cluster(env, nodes, archives, cpu_nodes, operators))
+            self._up = up.pop_all()
+        self.key, self.paths = key, paths
+        return paths
+
+    def close(self) -> None:
+        self.key, self.paths = None, None
+        self._up.close()
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[Paths]:
+def kube(local_clusters: LocalClusters) -> Paths:
     """The local-k8s stack's cluster: real control plane, Kueue, KubeRay, 4 fake (KWOK) 8-GPU nodes."""
-    with local_cluster(local_k8s()) as paths:
-        yield paths
+    return local_clusters.use(local_k8s())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the modules marked `cluster("NAME")` with the same NAME run together, where the first
+    of them was (each group keeps pytest's order); every other test keeps its place."""
+    groups: dict[str, list[pytest.Item]] = {}
+    slots: list[list[pytest.Item]] = []
+    for item in items:
+        marker = item.get_closest_marker("cluster")
+        name = marker.args[0] if marker is not None and marker.args else None
+        if name is None:
+            slots.append([item])
+        elif name in groups:
+            groups[name].append(item)
+        else:
+            groups[name] = [item]
+            slots.append(groups[name])
+    items[:] = itertools.chain.from_iterable(slots)
 
 
 def token_secret(env: Environment) -> dict[str, Any]:

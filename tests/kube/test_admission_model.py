@@ -14,7 +14,8 @@ from grpo_infra.validate.rules import admission_errors
 from .conftest import get, local_k8s, stack_objects, wait_until, with_changes
 from .test_cluster import apply_stack, delete_stack
 
-pytestmark = pytest.mark.cluster
+# On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
+pytestmark = pytest.mark.cluster("kwok")
 
 
 def quota(gpus: int) -> Callable[[dict[str, Any]], None]:

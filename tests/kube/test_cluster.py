@@ -16,7 +16,8 @@ from grpo_infra.kube.plan import Paths
 
 from .conftest import get, local_k8s, stack_objects, unsuspended, wait_until, with_changes
 
-pytestmark = pytest.mark.cluster
+# On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
+pytestmark = pytest.mark.cluster("kwok")
 
 
 def apply_stack(paths: Paths, objects: list[dict[str, Any]]) -> None:

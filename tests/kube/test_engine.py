@@ -22,7 +22,8 @@ from grpo_infra.spec import load_stack
 
 from .conftest import ROOT, get, require_binaries, unsuspended, wait_until
 
-pytestmark = pytest.mark.cluster
+# On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
+pytestmark = pytest.mark.cluster("kwok")
 # What the stack labels as its own (grpo_infra/k8s/namespaces.py MANAGED_BY).
 OURS = "app.kubernetes.io/managed-by=grpo-infra"
 KINDS = "namespaces,serviceaccounts,roles,rolebindings,networkpolicies,configmaps,rayjobs,rayclusters,pods"
@@ -90,54 +91,61 @@ def test_up_review_destroy_and_up_again(kube: Paths, project: Path) -> None:
     stack = engine.select("local-k8s", project, settings)
     env = load_stack("local-k8s", project).environment
 
-    plan = engine.preview(stack)
-    assert plan.change_summary.get("create", 0) > 10
-    started = time.monotonic()
-    engine.up(stack)
-    print(f"pulumi up of local-k8s: {time.monotonic() - started:.1f}s")
-    assert get(kube, "clusterqueue", "grpo-rl-team")["spec"]["resourceGroups"]
-    assert get(kube, "localqueue", "rl-team", "-n", "rl-team")["spec"]["clusterQueue"] == "grpo-rl-team"
-    assert get(kube, "rolebinding", "-n", "rl-team")["items"]
-    # The pool's nodes carry the stack's labels and taints (its NodePatches), and Kueue admits the gang.
-    node = get(kube, "node", "local-gpu-2")
-    assert node["metadata"]["labels"]["grpo-infra/pool"] == "sim-gpu"
-    wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
-
-    # Review: with nothing changed, nothing to do, and `grpo-infra diff` sees nothing either; one
-    # tenant's quota lowered, exactly its ClusterQueue, in both.
-    assert set(engine.preview(stack).change_summary) == {"same"}
-    assert reviewed_files(project) == []
-    edit_stack(
-        project, "{name: eval-team, queue: eval-team, gpuQuota: 8}", "{name: eval-team, queue: eval-team, gpuQuota: 4}"
-    )
     try:
-        stack = engine.select("local-k8s", project, settings)
-        lines: list[str] = []
-        result = engine.preview(stack, on_output=lines.append)
-        assert result.change_summary == {"same": result.change_summary["same"], "update": 1}, result.change_summary
-        text = "\n".join(lines)  # pulumi preview --diff: the resource, then its id on the next line
-        assert text.count("(update)") == 1, text
-        assert re.search(
-            r"~ kubernetes:kueue\.x-k8s\.io/v1beta2:ClusterQueue: \(update\)\n\s+\[id=grpo-eval-team\]", text
-        ), text
-        assert reviewed_files(project) == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
-    finally:
+        plan = engine.preview(stack)
+        assert plan.change_summary.get("create", 0) > 10
+        started = time.monotonic()
+        engine.up(stack)
+        print(f"pulumi up of local-k8s: {time.monotonic() - started:.1f}s")
+        assert get(kube, "clusterqueue", "grpo-rl-team")["spec"]["resourceGroups"]
+        assert get(kube, "localqueue", "rl-team", "-n", "rl-team")["spec"]["clusterQueue"] == "grpo-rl-team"
+        assert get(kube, "rolebinding", "-n", "rl-team")["items"]
+        # The pool's nodes carry the stack's labels and taints (its NodePatches), and Kueue admits the gang.
+        node = get(kube, "node", "local-gpu-2")
+        assert node["metadata"]["labels"]["grpo-infra/pool"] == "sim-gpu"
+        wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
+
+        # Review: with nothing changed, nothing to do, and `grpo-infra diff` sees nothing either; one
+        # tenant's quota lowered, exactly its ClusterQueue, in both.
+        assert set(engine.preview(stack).change_summary) == {"same"}
+        assert reviewed_files(project) == []
         edit_stack(
             project,
-            "{name: eval-team, queue: eval-team, gpuQuota: 4}",
             "{name: eval-team, queue: eval-team, gpuQuota: 8}",
+            "{name: eval-team, queue: eval-team, gpuQuota: 4}",
         )
-    stack = engine.select("local-k8s", project, settings)
+        try:
+            stack = engine.select("local-k8s", project, settings)
+            lines: list[str] = []
+            result = engine.preview(stack, on_output=lines.append)
+            assert result.change_summary == {"same": result.change_summary["same"], "update": 1}, result.change_summary
+            text = "\n".join(lines)  # pulumi preview --diff: the resource, then its id on the next line
+            assert text.count("(update)") == 1, text
+            assert re.search(
+                r"~ kubernetes:kueue\.x-k8s\.io/v1beta2:ClusterQueue: \(update\)\n\s+\[id=grpo-eval-team\]", text
+            ), text
+            assert reviewed_files(project) == ["kubernetes/clusterqueue.grpo-eval-team.yaml"]
+        finally:
+            edit_stack(
+                project,
+                "{name: eval-team, queue: eval-team, gpuQuota: 4}",
+                "{name: eval-team, queue: eval-team, gpuQuota: 8}",
+            )
+        stack = engine.select("local-k8s", project, settings)
 
-    started = time.monotonic()
-    engine.destroy(stack)
-    took = time.monotonic() - started
-    print(f"pulumi destroy of local-k8s: {took:.1f}s")
-    assert took < DESTROY_BOUND
-    assert ours_left(kube) == []
+        started = time.monotonic()
+        engine.destroy(stack)
+        took = time.monotonic() - started
+        print(f"pulumi destroy of local-k8s: {took:.1f}s")
+        assert took < DESTROY_BOUND
+        assert ours_left(kube) == []
 
-    # Reproducible: the same stack goes up again on the same cluster.
-    engine.up(stack)
-    wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
-    engine.destroy(stack)
-    assert ours_left(kube) == []
+        # Reproducible: the same stack goes up again on the same cluster.
+        engine.up(stack)
+        wait_until(lambda: unsuspended(get(kube, "rayjob", env.job.name, "-n", "rl-team")), 60, "admit")
+        engine.destroy(stack)
+        assert ours_left(kube) == []
+    except BaseException:
+        # The cluster is shared with the next modules: what this test made goes, whatever failed.
+        engine.destroy(engine.select("local-k8s", project, settings))
+        raise

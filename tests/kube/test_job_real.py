@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,14 @@ from grpo_infra import probe_report
 from grpo_infra.image.build import build
 from grpo_infra.image.oci import OCIError
 from grpo_infra.k8s.raycluster import checkpoint_sub_path
-from grpo_infra.kube import cluster, images, realnodes
+from grpo_infra.kube import cluster, images, nodeimages, realnodes
 from grpo_infra.kube.plan import Paths, cpu_node_names, pool_hosts
 from tests.conftest import unavailable
 
-from .conftest import ROOT, get, local_cluster, local_k8s, machine_lock, stack_objects, wait_until
+from .conftest import ROOT, LocalClusters, get, local_k8s, stack_objects, wait_until
 
-pytestmark = pytest.mark.cluster
+# On the session's real-node cluster (`job_cluster`), which tests/kube/test_real_nodes.py shares and takes down.
+pytestmark = pytest.mark.cluster("real-nodes")
 
 ENV = local_k8s()
 POOL = ENV.pools[0]
@@ -43,6 +45,7 @@ assert ENV.job.probe is not None, "the local stack runs the probe"
 STEPS = ENV.job.probe.steps
 TENANT = ENV.job.tenant
 CLI = str(Path(sys.executable).parent / "grpo-infra")
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 # Two CPU nodes (`kube up --cpu-nodes 2`): the submitter runs apart from its head, as on a head pool of two.
 CPU_NODES = cpu_node_names(2)
 
@@ -65,10 +68,10 @@ def host_paths() -> list[Path]:
     return [Path(volume.host_path), *(Path(v.host_path) for v in ENV.kubernetes.volumes if v.host_path)]
 
 
-@contextlib.contextmanager
-def job_cluster(operators: str = "processes") -> Iterator[Paths]:
-    """Real nodes with the stack's CPU image loaded (and, for `operators="charts"`, the operators' images),
-    and the host paths the pods mount, empty; all removed afterwards."""
+def job_cluster(clusters: LocalClusters, operators: str = "processes") -> Paths:
+    """The session's cluster of real nodes with the stack's CPU image loaded (and, for `operators="charts"`,
+    the operators' images; the tools image for tests/kube/test_real_nodes.py's probes), and the host paths
+    the pods mount, empty for as long as it runs; all removed with it."""
     realnodes_reason = realnodes.unavailable()
     if realnodes_reason:
         unavailable(realnodes_reason)
@@ -79,30 +82,35 @@ def job_cluster(operators: str = "processes") -> Iterator[Paths]:
         archives = images.node_archives(ENV, ROOT, "local-k8s", operators=operators == "charts")
     except OCIError as exc:
         unavailable(str(exc))
-    with machine_lock():  # the host paths are the machine's: another checkout's job may be using them
-        made = [p for p in host_paths() if not p.exists()]
-        checkpoints = host_paths()[0]
-        if checkpoints.exists() and any(checkpoints.iterdir()):
-            pytest.fail(f"{checkpoints} holds files of another run: remove them first")
+    archives.append(nodeimages.tools_archive())
+    return clusters.use(
+        ENV, nodes="real", archives=archives, cpu_nodes=len(CPU_NODES), operators=operators, around=empty_host_paths
+    )
+
+
+@contextlib.contextmanager
+def empty_host_paths() -> Iterator[None]:
+    """The host paths the pods mount, made if missing and removed after; the checkpoints' emptied after.
+    Entered under the machine lock: another checkout's job may be using them."""
+    made = [p for p in host_paths() if not p.exists()]
+    checkpoints = host_paths()[0]
+    if checkpoints.exists() and any(checkpoints.iterdir()):
+        pytest.fail(f"{checkpoints} holds files of another run: remove them first")
+    for path in made:
+        path.mkdir(parents=True)
+    try:
+        yield
+    finally:
         for path in made:
-            path.mkdir(parents=True)
-        try:
-            with local_cluster(
-                ENV, nodes="real", archives=archives, locked=True, cpu_nodes=len(CPU_NODES), operators=operators
-            ) as paths:
-                yield paths
-        finally:
-            for path in made:
-                shutil.rmtree(path, ignore_errors=True)
-            if checkpoints.exists():
-                for child in checkpoints.iterdir():
-                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+            shutil.rmtree(path, ignore_errors=True)
+        if checkpoints.exists():
+            for child in checkpoints.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[Paths]:
-    with job_cluster() as paths:
-        yield paths
+def kube(local_clusters: LocalClusters) -> Paths:
+    return job_cluster(local_clusters)
 
 
 def probe_events(log: str) -> list[dict[str, Any]]:
@@ -321,6 +329,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     output = tmp_path / "up.log"
     victim = ""
+    rebooted = False
     with output.open("w") as sink:
         up = subprocess.Popen(
             as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
@@ -345,11 +354,12 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
             time.sleep(45)
             cluster.boot_node(victim)
             wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
+            rebooted = True
         else:
             wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
         if then == "out-of-service":
             # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
-            cluster.kubectl(kube, "taint", "node", victim, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute")
+            cluster.kubectl(kube, "taint", "node", victim, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
         back = time.monotonic() - lost
         wait_until(
             lambda: rayjob(kube).get("status", {}).get("rayClusterName") not in (None, "", first),
@@ -396,12 +406,46 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
     finally:
         if up.poll() is None:
             up.kill()
-        if then == "nothing" and victim:
-            # The machine is repaired: its kubelet comes back and ends what was left Terminating there.
-            cluster.boot_node(victim)
-            wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
+        if victim and not rebooted:
+            repair(kube, victim)
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
+        )
+        wait_until(lambda: not namespace_exists(kube), 300, f"namespace {TENANT} gone after destroy")
+
+
+def repair(paths: Paths, node: str) -> None:
+    """The lost machine repaired, for the next test on the shared cluster: whatever is left of it killed (a
+    drill that failed half-way), booted again (its kubelet ends what was left Terminating there), Ready as
+    reported by the new kubelet, the taints of its loss gone, its devices advertised."""
+    cluster.kill_node(node)
+    booted = datetime.now(UTC) - timedelta(seconds=1)
+    cluster.boot_node(node)
+
+    def ready_since_boot() -> bool:
+        conditions = get(paths, "node", node)["status"].get("conditions", [])
+        ready = next((c for c in conditions if c["type"] == "Ready"), {})
+        return ready.get("status") == "True" and datetime.fromisoformat(ready["lastHeartbeatTime"]) >= booted
+
+    wait_until(ready_since_boot, 150, f"{node} Ready again")
+    if any(t["key"] == OUT_OF_SERVICE for t in get(paths, "node", node)["spec"].get("taints", [])):
+        cluster.kubectl(paths, "taint", "node", node, f"{OUT_OF_SERVICE}-")
+    wait_until(
+        lambda: (
+            not [
+                t
+                for t in get(paths, "node", node)["spec"].get("taints", [])
+                if t["key"].startswith("node.kubernetes.io/")
+            ]
+        ),
+        60,
+        f"{node}'s unreachable and not-ready taints removed",
+    )
+    if node in pool_hosts(POOL):
+        wait_until(
+            lambda: get(paths, "node", node)["status"]["allocatable"].get(POOL.gpu.resource) == str(POOL.gpu.per_node),
+            60,
+            f"{node}'s GPUs advertised again",
         )
 
 
@@ -426,5 +470,5 @@ def test_a_worker_node_lost_mid_run_restarts_the_whole_gang_which_resumes_and_ad
     """A GPU node of the running gang dies like a machine and stays dead: Ray declares it dead, the probe's
     step fails, the attempt fails and KubeRay retries it as a new Ray cluster on the other nodes once the
     runbook's out-of-service taint lets the dead node's pod go (docs/kubernetes.md "When a node is lost").
-    Last in the module: it leaves a dead node behind."""
+    The node is repaired afterwards (booted, the taint removed), for the next test."""
     lose_a_node_mid_run(kube, tmp_path, "worker", then="out-of-service")

@@ -25,7 +25,8 @@ from grpo_infra.submit import refusal
 from .conftest import ROOT, get, local_k8s, require_binaries, token_secret, wait_until, with_changes
 from .test_cluster import apply_stack, delete_stack, pods
 
-pytestmark = pytest.mark.cluster
+# On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
+pytestmark = pytest.mark.cluster("kwok")
 # KubeRay v1.6.2 controllers/ray/utils/constant.go RayCronJobTimestampAnnotationKey: the tick a run was made for.
 SCHEDULED_AT = "ray.io/cronjob-scheduled-timestamp"
 

@@ -25,7 +25,15 @@ from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import get, local_cluster, local_k8s, stack_objects, unsuspended, wait_until, with_changes
+from .conftest import (
+    LocalClusters,
+    get,
+    local_k8s,
+    stack_objects,
+    unsuspended,
+    wait_until,
+    with_changes,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -44,10 +52,12 @@ def whole_pool_gang() -> Environment:
 
 
 @pytest.fixture(scope="module")
-def lossy() -> Iterator[tuple[Paths, Environment]]:
+def lossy(local_clusters: LocalClusters) -> Iterator[tuple[Paths, Environment]]:
+    """A cluster of this module's own (its Kueue's recoveryTimeout), taken down after it: the test leaves a
+    node deleted and its gang running, which no other module could use."""
     env = whole_pool_gang()
-    with local_cluster(env) as paths:
-        yield paths, env
+    yield local_clusters.use(env), env
+    local_clusters.close()
 
 
 def stand_in_objects(env: Environment) -> list[dict[str, Any]]:

@@ -16,7 +16,6 @@ import os
 import subprocess
 import tarfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from grpo_infra.k8s.queues import cluster_queue_name
 from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import Paths
 
-from .conftest import ROOT, get
+from .conftest import ROOT, LocalClusters, get
 from .test_job_real import CLI, CPU_NODES, ENV, TENANT, as_the_readme, job_cluster
 
 pytestmark = pytest.mark.cluster
@@ -44,9 +43,8 @@ OPERATORS = {KUEUE_NAMESPACE: kueue_image(), KUBERAY_NAMESPACE: kuberay_image()}
 
 
 @pytest.fixture(scope="module")
-def kube() -> Iterator[Paths]:
-    with job_cluster(operators="charts") as paths:
-        yield paths
+def kube(local_clusters: LocalClusters) -> Paths:
+    return job_cluster(local_clusters, operators="charts")
 
 
 def kuberay_chart_crds() -> list[str]:

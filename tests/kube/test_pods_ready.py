@@ -10,7 +10,6 @@ pkg/controller/jobs/rayjob/rayjob_controller.go, PodsReady).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from grpo_infra.kube import cluster
 from grpo_infra.kube.plan import NEVER_READY_LABEL, Paths
 from grpo_infra.spec import Environment
 
-from .conftest import get, local_cluster, local_k8s, stack_objects, wait_until
+from .conftest import LocalClusters, get, local_k8s, stack_objects, wait_until
 from .test_cluster import delete_stack
 
 pytestmark = pytest.mark.cluster
@@ -39,11 +38,10 @@ def impatient() -> Environment:
 
 
 @pytest.fixture(scope="module")
-def stuck() -> Iterator[tuple[Paths, Environment]]:
+def stuck(local_clusters: LocalClusters) -> tuple[Paths, Environment]:
     """A local cluster whose Kueue runs the stack's waitForPodsReady with a one-minute timeout."""
     env = impatient()
-    with local_cluster(env) as paths:
-        yield paths, env
+    return local_clusters.use(env), env
 
 
 def never_ready_workers(env: Environment) -> list[dict[str, Any]]:

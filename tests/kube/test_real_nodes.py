@@ -1,7 +1,11 @@
-"""The local cluster with real nodes: each pool host and the CPU node a kubelet v1.36.3 with its own
+"""The local cluster with real nodes: each pool host and the CPU nodes a kubelet v1.36.3 with its own
 containerd, Ready; its GPUs advertised by the device plugin and allocated to containers; pods
 reachable across nodes by address and by Service name through the cluster DNS; host sysctls
 untouched while it runs; and after `kube down`, nothing of it left on this machine.
+
+It runs on the session's cluster of tests/kube/test_job_real.py (`job_cluster`: two CPU nodes, the stack's
+image and the tools image), after that module, and its last test takes the cluster down: what this module
+leaves (its pods, a killed node) goes with it.
 
 Needs root, containerd, runc, the CNI plugins, dnsmasq and the built kubelet: skipped on a
 developer's machine without them (with the reason), failed under CI, which installs them."""
@@ -10,7 +14,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +22,30 @@ import pytest
 from grpo_infra.k8s.placement import node_taints
 from grpo_infra.kube import cluster, nodeimages, realnodes
 from grpo_infra.kube.nodes import real_nodes
-from grpo_infra.kube.plan import CPU_NODE, MANAGED_BY, Paths, pool_hosts
+from grpo_infra.kube.plan import CPU_NODE, MANAGED_BY, Paths, cpu_node_names, pool_hosts
 from grpo_infra.kube.versions import KUBERNETES
 
 from . import hoststate
-from .conftest import get, local_cluster, local_k8s, require_real_nodes, wait_until
+from .conftest import LocalClusters, get, local_k8s, wait_until
+from .test_job_real import CPU_NODES, job_cluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.cluster("real-nodes")
 
 ENV = local_k8s()
 POOL = ENV.pools[0]
 GPU_NODE = pool_hosts(POOL)[0]
+assert cpu_node_names(2) == CPU_NODES and CPU_NODES[0] == CPU_NODE
 
 
 @pytest.fixture(scope="module")
-def before() -> dict[str, object]:
-    require_real_nodes()
-    return hoststate.snapshot()
+def kube(local_clusters: LocalClusters) -> Paths:
+    return job_cluster(local_clusters)
 
 
 @pytest.fixture(scope="module")
-def kube(before: dict[str, object]) -> Iterator[Paths]:
-    # Only the tools image (and the pause image): the stack's own image is the job tests' business.
-    with local_cluster(ENV, nodes="real", archives=[nodeimages.tools_archive()]) as paths:
-        yield paths
+def before(kube: Paths, local_clusters: LocalClusters) -> dict[str, object]:
+    """This machine as it was before the cluster's real nodes booted."""
+    return local_clusters.host_before
 
 
 def pod(name: str, node: str, command: list[str], **extra: Any) -> dict[str, Any]:
@@ -70,9 +73,9 @@ def running(paths: Paths, name: str) -> bool:
     return get(paths, "pod", name, "-n", "default")["status"].get("phase") == "Running"
 
 
-def test_every_pool_host_and_the_cpu_node_is_a_ready_kubelet_with_containerd(kube: Paths) -> None:
+def test_every_pool_host_and_cpu_node_is_a_ready_kubelet_with_containerd(kube: Paths) -> None:
     nodes = {n["metadata"]["name"]: n for n in get(kube, "nodes")["items"]}
-    assert sorted(nodes) == sorted([*pool_hosts(POOL), CPU_NODE])
+    assert sorted(nodes) == sorted([*pool_hosts(POOL), *CPU_NODES])
     for name, node in nodes.items():
         info = node["status"]["nodeInfo"]
         assert info["kubeletVersion"] == KUBERNETES, name
@@ -91,9 +94,10 @@ def test_gpus_come_from_the_device_plugin_with_the_pools_labels_and_taints(kube:
         assert node["metadata"]["labels"]["grpo-infra/pool"] == POOL.name
         taints = [{k: t[k] for k in ("key", "value", "effect")} for t in node["spec"].get("taints", [])]
         assert taints == node_taints(POOL)
-    cpu = get(kube, "node", CPU_NODE)
-    assert POOL.gpu.resource not in cpu["status"]["capacity"]
-    assert not cpu["spec"].get("taints")
+    for name in CPU_NODES:
+        cpu = get(kube, "node", name)
+        assert POOL.gpu.resource not in cpu["status"]["capacity"], name
+        assert not cpu["spec"].get("taints"), name
 
 
 def test_a_container_is_allocated_the_gpus_it_asks_for(kube: Paths) -> None:
@@ -188,7 +192,8 @@ def test_a_killed_node_dies_like_a_machine_and_goes_not_ready(kube: Paths) -> No
     killed = realnodes.kill_node(victim)
     assert killed
     assert realnodes.node_pids(victim) == []
-    assert all(realnodes.node_pids(n) for n in (GPU_NODE, CPU_NODE)), "the other nodes live on"
+    others = [n for n in (*pool_hosts(POOL), *CPU_NODES) if n != victim]
+    assert all(realnodes.node_pids(n) for n in others), "the other nodes live on"
 
     def ready_status() -> str:
         node = get(kube, "node", victim)
@@ -197,13 +202,14 @@ def test_a_killed_node_dies_like_a_machine_and_goes_not_ready(kube: Paths) -> No
     wait_until(lambda: ready_status() == "Unknown", 150, f"{victim} NotReady (heartbeats stopped)")
 
 
-def test_kube_down_leaves_nothing_behind(kube: Paths, before: dict[str, object]) -> None:
-    """Last in this module: the cluster (with running containers) is taken down, and every trace a
-    real node leaves is checked one by one against the state before `kube up`."""
+def test_kube_down_leaves_nothing_behind(kube: Paths, before: dict[str, object], local_clusters: LocalClusters) -> None:
+    """Last in this module: the session's cluster (with running containers, a killed node) is taken down,
+    and every trace a real node leaves is checked one by one against the state before its `kube up`."""
     state = json.loads(Path(kube.state).read_text())
     assert state["nodes_mode"] == "real"
     assert realnodes.cgroup_pids(), "containers ran in the nodes' cgroups before down"
     cluster.down()
+    local_clusters.close()  # the session's hold on it too: the job's host paths, the machine lock
     after = hoststate.snapshot()
     for item in before:
         assert after[item] == before[item], item
