@@ -238,6 +238,14 @@ def make_cgroups(node: RealNode) -> None:
             parent = child
 
 
+def _walk_files(top: Path, name: str) -> Iterator[Path]:
+    """Every `name` under `top`, skipping directories that vanish during the walk (a container's cgroup
+    is removed when it exits: `Path.rglob` raises FileNotFoundError then, and a node half-killed stays up)."""
+    for parent, _dirs, files in os.walk(top, onerror=lambda _error: None):
+        if name in files:
+            yield Path(parent) / name
+
+
 def cgroup_pids(node: str | None = None) -> list[int]:
     """Every process in the nodes' cgroups (containers outlive their node's daemons otherwise)."""
     pids: set[int] = set()
@@ -245,7 +253,7 @@ def cgroup_pids(node: str | None = None) -> list[int]:
         top = hierarchy / CGROUP_PARENT / (node or "")
         if not top.is_dir():
             continue
-        for procs in top.rglob("cgroup.procs"):
+        for procs in _walk_files(top, "cgroup.procs"):
             with contextlib.suppress(OSError, ValueError):
                 pids.update(int(p) for p in procs.read_text().split())
     return sorted(pids)
