@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -30,15 +31,18 @@ Say = Callable[[str], None]
 
 
 def stack_file(rehearsal: Rehearsal) -> dict[str, Any]:
-    """The rehearsal's stack file: its environment, throwaway secrets, and no node pools to create."""
+    """The rehearsal's stack file: its environment and no node pools to create (its secrets are set as
+    secrets on the stack, `secret_settings`, never written here)."""
     env = rehearsal.env.model_dump(by_alias=True, exclude_none=True, mode="json")
     build = env.get("image", {}).get("build")
     if build:
         build.pop("lock", None)  # read from stacks/locks/, as for any stack
-    config: dict[str, Any] = {ENVIRONMENT_KEY: env, f"{PROJECT}:nodesExist": "true"}
-    for secret in rehearsal.env.job.secrets:
-        config[f"{PROJECT}:{secret.config}"] = THROWAWAY
-    return {"config": config}
+    return {"config": {ENVIRONMENT_KEY: env, f"{PROJECT}:nodesExist": "true"}}
+
+
+def secret_settings(rehearsal: Rehearsal) -> dict[str, str]:
+    """Each secret the job reads, with a throwaway value: set on the stack as a secret (`secure:`)."""
+    return {f"{PROJECT}:{secret.config}": THROWAWAY for secret in rehearsal.env.job.secrets}
 
 
 def write_project(rehearsal: Rehearsal, project: Path, work: Path) -> Path:
@@ -103,8 +107,15 @@ def run(
     cluster.up(
         stack, env, nodes="real", archives=archives, cpu_nodes=max(2, head_nodes), operators="charts", timeout=300
     )
+    # The local cluster's own backend passphrase (`grpo-infra kube env`), unless the caller set one.
+    if "PULUMI_CONFIG_PASSPHRASE" not in os.environ:
+        os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE_FILE", str(Paths(cluster.ROOT).root / "pulumi-passphrase"))
     try:
         chosen = engine.select(stack, work, cluster.engine_settings(stack), program=program(rehearsal, by))
+        from pulumi import automation as auto
+
+        for key, value in secret_settings(rehearsal).items():
+            chosen.set_config(key, auto.ConfigValue(value=value, secret=True))
         engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
         kubectl = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
         outcome = job_wait.wait(env, kubectl, say, timeout=1800)

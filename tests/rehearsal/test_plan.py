@@ -15,7 +15,7 @@ from grpo_infra.k8s.allocatable import pool_allocatable
 from grpo_infra.k8s.placement import node_share, parse_quantity
 from grpo_infra.kube.nodes import real_nodes
 from grpo_infra.rehearsal.plan import MAX_GPU_NODES, pool_size, rehearsal
-from grpo_infra.rehearsal.run import THROWAWAY, stack_file
+from grpo_infra.rehearsal.run import THROWAWAY, secret_settings, stack_file
 from grpo_infra.rehearsal.scale import HEAD, factors, pod_pool, scale_object
 from grpo_infra.spec import Environment, load_stack
 
@@ -75,7 +75,8 @@ def test_every_substitution_is_said() -> None:
 def test_the_stack_file_holds_no_secret_and_no_lock_and_creates_no_node_pool() -> None:
     r = planned("eks-prod")
     config = stack_file(r)["config"]
-    assert config["grpo-infra:wandbApiKey"] == config["grpo-infra:hfToken"] == THROWAWAY
+    assert "grpo-infra:wandbApiKey" not in config and "grpo-infra:hfToken" not in config
+    assert secret_settings(r) == {"grpo-infra:wandbApiKey": THROWAWAY, "grpo-infra:hfToken": THROWAWAY}
     assert config["grpo-infra:nodesExist"] == "true"
     assert "lock" not in config["grpo-infra:environment"]["image"].get("build", {})
     assert Environment.model_validate(config["grpo-infra:environment"]) is not None
