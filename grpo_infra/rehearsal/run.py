@@ -8,7 +8,6 @@ The rehearsal's stack file is written to a directory of its own; the project's a
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import shutil
@@ -68,13 +67,22 @@ def program(rehearsal: Rehearsal, by: dict[str, Factor]) -> Callable[[], None]:
             props = args.props
             if not args.type_.startswith("kubernetes:") or "kind" not in props:
                 return None
-            scaled = scale_object(rehearsal.env, copy.deepcopy(dict(props)), by)
+            scaled = scale_object(rehearsal.env, _plain_copy(dict(props)), by)
             return pulumi.ResourceTransformResult(props=scaled, opts=args.opts)
 
         pulumi.runtime.register_resource_transform(scale)
         deploy()
 
     return run
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of the dicts and lists of a resource's inputs; anything else (a Pulumi Output) is shared."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(v) for v in value]
+    return value
 
 
 def host_paths(rehearsal: Rehearsal) -> list[Path]:
