@@ -4,7 +4,7 @@ A local node is this machine: every kubelet reports its CPUs and memory. A pool'
 its own allocatable (grpo_infra/k8s/allocatable.py: the provider's reservation, the kernel-visible
 memory). The pool's factor is local allocatable / cloud allocatable, per resource; every CPU and memory
 quantity the stack renders for that pool (its pods' requests and limits, its flavor's quota) is
-multiplied by it. A pod that fits the cloud node fits the local one by the same margin, and one that does
+multiplied by it (init containers, fixed-size programs, are not). A pod that fits the cloud node fits the local one by the same margin, and one that does
 not, does not: nothing is loosened. The head pool (or, without one, the CPU node) has its own factor.
 """
 
@@ -92,7 +92,9 @@ def _walk(env: Environment, node: Any, by: dict[str, Factor]) -> None:
     if isinstance(node, dict):
         if isinstance(node.get("containers"), list):
             factor = by.get(pod_pool(env, node))
-            for container in [*node.get("initContainers", []), *node["containers"]]:
+            # Init containers (the image guard) are programs of a fixed size, not a share of the node; a pod's
+            # fit is decided by its containers' sum unless an init container is larger, which none is.
+            for container in node["containers"]:
                 for kind in ("requests", "limits"):
                     values = container.get("resources", {}).get(kind, {})
                     for name in ("cpu", "memory"):

@@ -149,3 +149,18 @@ def test_every_rehearsed_stack_passes_check_so_its_gang_can_be_admitted(stack: s
     from grpo_infra.check import violations
 
     assert [v.line() for v in violations(planned(stack).env)] == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_init_container_asks_more_than_its_pods_containers_so_leaving_it_unscaled_keeps_the_fit(stack: str) -> None:
+    """The scale leaves init containers (the image guard: a program of a fixed size) as rendered; a pod's fit
+    is then still its containers' sum, as long as no init container asks for more than they do."""
+    env = planned(stack).env
+    job = next(o for o in render.objects(env) if o["kind"] == "RayJob")
+    spec = job["spec"]["rayClusterSpec"]
+    for pod in [spec["headGroupSpec"]["template"]["spec"], *(g["template"]["spec"] for g in spec["workerGroupSpecs"])]:
+        for name in ("cpu", "memory"):
+            asks = [
+                parse_quantity(c.get("resources", {}).get("requests", {}).get(name, 0)) for c in pod["initContainers"]
+            ]
+            assert max(asks) <= sum(parse_quantity(c["resources"]["requests"][name]) for c in pod["containers"])
