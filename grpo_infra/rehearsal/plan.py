@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..spec import Environment
-from ..spec.pools import Pool
 
 MAX_GPU_NODES = 2
 # Every rehearsal path on the nodes (they are all this machine, so each is shared by every node).
@@ -52,10 +51,6 @@ class Rehearsal:
     substitutions: tuple[Substitution, ...]
 
 
-def pool_size(pool: Pool) -> int:
-    return len(pool.host_names) if pool.host_names else pool.nodes or 0
-
-
 def rehearsal(stack: str, env: Environment) -> Rehearsal:
     """The stack shrunk and substituted as the module docstring says; refused for a non-Kubernetes stack."""
     if env.target != "kubernetes" or env.kubernetes is None:
@@ -77,7 +72,7 @@ def _shrink(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     """At most MAX_GPU_NODES per pool; the gang shrinks with its pool, and every tenant's quota with the gang."""
     subs = []
     for pool, raw in zip(env.pools, data["pools"], strict=True):
-        size = pool_size(pool)
+        size = pool.node_count
         kept = min(size, MAX_GPU_NODES)
         if kept == size:
             continue
@@ -104,8 +99,8 @@ def _quotas(env: Environment, gang_nodes: int) -> dict[str, int]:
     """Each tenant's GPU quota on the shrunk pools: the job's tenant keeps the share of the gang it had
     (never less than the shrunk gang, which it must admit), the others scale with the pools' GPUs, and
     together they fit the shrunk pools, as the spec demands of any stack."""
-    before = sum(pool_size(p) * p.gpu.per_node for p in env.pools)
-    after = sum(min(pool_size(p), MAX_GPU_NODES) * p.gpu.per_node for p in env.pools)
+    before = sum(p.node_count * p.gpu.per_node for p in env.pools)
+    after = sum(min(p.node_count, MAX_GPU_NODES) * p.gpu.per_node for p in env.pools)
     gang_gpus = gang_nodes * env.gang.pool.gpu.per_node
     own = env.job.tenant
     quotas = {own: min(after, max(gang_gpus, math.ceil(env.tenant(own).gpu_quota * gang_nodes / env.gang.nodes)))}

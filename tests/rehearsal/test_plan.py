@@ -14,7 +14,7 @@ from grpo_infra.image.variant import runtime_guard_args
 from grpo_infra.k8s.allocatable import pool_allocatable
 from grpo_infra.k8s.placement import node_share, parse_quantity
 from grpo_infra.kube.nodes import real_nodes
-from grpo_infra.rehearsal.plan import MAX_GPU_NODES, pool_size, rehearsal
+from grpo_infra.rehearsal.plan import MAX_GPU_NODES, rehearsal
 from grpo_infra.rehearsal.run import THROWAWAY, secret_settings, stack_file
 from grpo_infra.rehearsal.scale import HEAD, factors, pod_pool, scale_object
 from grpo_infra.spec import Environment, load_stack
@@ -40,7 +40,7 @@ def test_no_constraint_is_dropped_only_the_node_counts_shrink(stack: str) -> Non
             before.gpu,
             before.fabric,
         )
-        assert pool_size(after) == min(pool_size(before), MAX_GPU_NODES)
+        assert after.node_count == min(before.node_count, MAX_GPU_NODES)
     assert r.env.job.pool == env.job.pool
     assert r.env.kubernetes.head_pool == env.kubernetes.head_pool
     assert r.env.kubernetes.topology == env.kubernetes.topology
