@@ -111,7 +111,7 @@ def run(
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
     head_nodes = env.kubernetes.head_pool.nodes if env.kubernetes and env.kubernetes.head_pool else 1
-    say(f"nodes: {sum(1 for _ in env.pools)} pool(s) and {max(2, head_nodes)} CPU node(s), real kubelets")
+    say(f"nodes: {len(env.pools)} pool(s) and {max(2, head_nodes)} CPU node(s), real kubelets")
     cluster.up(
         stack, env, nodes="real", archives=archives, cpu_nodes=max(2, head_nodes), operators="charts", timeout=300
     )
