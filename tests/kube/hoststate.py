@@ -28,8 +28,17 @@ def sysctls() -> dict[str, str]:
 
 
 def iptables() -> str:
-    """Every table's rules, without the packet counters."""
-    return "\n".join(line for line in _out("iptables-save").splitlines() if not line.startswith(("#", ":")))
+    """Every table's rules, without the packet counters. A table that holds no rule is left out: with
+    the nf_tables backend a table the CNI plugins once used stays listed, empty, after its last rule is
+    deleted (a fresh machine shows no `*nat` before the first cluster and an empty one after), and an
+    empty table changes no packet."""
+    tables: list[list[str]] = []
+    for line in _out("iptables-save").splitlines():
+        if line.startswith("*"):
+            tables.append([line])
+        elif tables and not line.startswith(("#", ":", "COMMIT")):
+            tables[-1].append(line)
+    return "\n".join("\n".join(table) for table in tables if len(table) > 1)
 
 
 def cluster_processes() -> list[str]:

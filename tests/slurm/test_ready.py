@@ -18,18 +18,7 @@ from grpo_infra.slurmgen.sbatch import READY_PROGRAM
 from tests import rayhead
 from tests.conftest import unavailable
 
-RAY = Path(sys.executable).with_name("ray")
-
-
-def _start_head(temp: Path, port: int) -> subprocess.Popen[bytes]:
-    """A job-private Ray head with 2 declared GPUs in its own process group (stopped by it, never `ray stop`)."""
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    return subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=1", "--num-gpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
-         "--disable-usage-stats"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
-    )  # fmt: skip
+RAY = rayhead.RAY
 
 
 def _stop_head(head: subprocess.Popen[bytes], temp: Path) -> None:
@@ -43,7 +32,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         unavailable("ray is not installed in this venv (extra `sandbox`)")
     temp = tmp_path_factory.mktemp("ray")
     port = rayhead.free_port()
-    head = _start_head(temp, port)
+    head = rayhead.start(temp, port)
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -70,7 +59,7 @@ def test_barrier_started_before_the_head_waits_for_its_gcs() -> None:
     time.sleep(1)  # the barrier is up and waiting before the head exists
     assert barrier.poll() is None
     temp = Path(tempfile.mkdtemp(prefix="rr-"))  # short: Ray's socket paths live under it
-    head = _start_head(temp, port)
+    head = rayhead.start(temp, port)
     try:
         out, err = barrier.communicate(timeout=90)
     finally:

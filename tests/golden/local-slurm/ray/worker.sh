@@ -224,13 +224,28 @@ ray_node_interrupted() {
   exit 0
 }
 
+# A worker's `ray start` gives up when the head's GCS answers late: its first call to the GCS gives up after about
+# 5 s ("Failed to connect to GCS", ray/_private/state.py; measured with a stalled GCS), and its raylet gets 30 s to
+# register ("The current node timed out during startup": raylet_start_wait_time_s in ray/_private/node.py, a
+# constant, not a setting, ray-project/ray#47087; Ray 2.60). A GCS that many nodes join at once, or on a loaded
+# head machine, answers later than that. Such a start is tried again, after stopping what it left, until the
+# readiness deadline; any other failure, and a head's, is not. ray_start_again ROLE TEMP_DIR DEADLINE: true, once
+# what the failed start left is stopped, when the start whose output is in TEMP_DIR/ray-start.log is to be tried again.
+ray_start_again() {
+  local reason
+  [[ $1 != head ]] && (( SECONDS < $3 )) || return 1
+  reason=$(grep -oE -m1 'timed out during startup|Failed to connect to GCS' "$2/ray-start.log" 2>/dev/null) || return 1
+  log "Ray $1 on ${SLURMD_NODENAME:-$(hostname)} gave up waiting for the head's GCS ($reason); stopping what it left and starting again"
+  stop_ray_under "$2"
+}
+
 # run_ray_node ROLE ADDRESS TEMP_DIR CPUS GPUS [HEAD_ADDRESS]: this node's Ray in the foreground, for as long
 # as it runs. A worker waits until the head's GCS answers (a TCP connect every 50 ms), so its `ray start`
 # overlaps the head's. TERM stops all of this node's Ray (also what escaped) and ends it without an error, as
 # INT does when it is this run's order (ray_node_interrupted); Ray stopping by itself ends it with one line
 # naming the node, "Ray <role> on <node> stopped by itself", and the end of Ray's start-up log.
 run_ray_node() {
-  local role=$1 addr=$2 temp_dir=$3 head=${6:-} node=${SLURMD_NODENAME:-$(hostname)} ray_pid rc
+  local role=$1 addr=$2 temp_dir=$3 head=${6:-} node=${SLURMD_NODENAME:-$(hostname)} ray_pid rc deadline
   stop_ray_under "$temp_dir"  # leftovers of an earlier run of this job id (a requeue)
   mkdir -p "$temp_dir" || fail "cannot create Ray temp dir $temp_dir on $node"
   trap 'exec 2>/dev/null; stop_ray_under "$temp_dir"; exit 0' TERM
@@ -239,16 +254,20 @@ run_ray_node() {
   if [[ $role != head ]]; then
     until port_open "$head" "$GRPO_RAY_GCS_PORT"; do sleep 0.05; done
   fi
-  log "starting Ray $role at $addr with ${4:-all} CPUs, $5 GPUs, temp dir $temp_dir"
-  # No drain on TERM: it only lets Ray Serve proxies finish requests (node.py, _drain_node_before_shutdown).
-  RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 ray start "${ray_args[@]}" --block >"$temp_dir/ray-start.log" 2>&1 &
-  ray_pid=$!
-  # An ignored INT ends `wait` early; the wait goes on for as long as `ray start` runs.
-  wait "$ray_pid"
-  rc=$?
-  while (( rc > 128 )) && kill -0 "$ray_pid" 2>/dev/null; do
+  deadline=$(( SECONDS + ${GRPO_RAY_READY_TIMEOUT:-300} ))
+  while :; do
+    log "starting Ray $role at $addr with ${4:-all} CPUs, $5 GPUs, temp dir $temp_dir"
+    # No drain on TERM: it only lets Ray Serve proxies finish requests (node.py, _drain_node_before_shutdown).
+    RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 ray start "${ray_args[@]}" --block >"$temp_dir/ray-start.log" 2>&1 &
+    ray_pid=$!
+    # An ignored INT ends `wait` early; the wait goes on for as long as `ray start` runs.
     wait "$ray_pid"
     rc=$?
+    while (( rc > 128 )) && kill -0 "$ray_pid" 2>/dev/null; do
+      wait "$ray_pid"
+      rc=$?
+    done
+    ray_start_again "$role" "$temp_dir" "$deadline" || break
   done
   log "Ray $role on $node stopped by itself with status $rc; the end of $temp_dir/ray-start.log:"
   tail -n 20 "$temp_dir/ray-start.log" | sed 's/^/    /' >&2
@@ -430,11 +449,19 @@ grpo_require_secrets() {
 
 # Start this node's Ray in the background (ray start returns once it runs): grpo_start_ray ROLE ADDRESS
 # TEMP_DIR GPUS [HEAD_ADDRESS], with the lifecycle's options (ray_start_args).
+# A worker whose start gave up waiting for the head's GCS starts again (ray_start_again).
 grpo_start_ray() {
+  local deadline=$(( SECONDS + ${GRPO_RAY_READY_TIMEOUT:-300} )) status
   mkdir -p "$3" || fail "cannot create Ray temp dir $3"
   ray_start_args "$1" "$2" "$3" "" "$4" "${5:-}"
-  log "starting Ray $1 at $2 with $4 GPUs, ports $ray_port_base-$GRPO_RAY_MAX_WORKER_PORT, temp dir $3"
-  ray start "${ray_args[@]}"
+  while :; do
+    log "starting Ray $1 at $2 with $4 GPUs, ports $ray_port_base-$GRPO_RAY_MAX_WORKER_PORT, temp dir $3"
+    ray start "${ray_args[@]}" >"$3/ray-start.log" 2>&1
+    status=$?
+    cat "$3/ray-start.log"
+    (( status != 0 )) || return 0
+    ray_start_again "$1" "$3" "$deadline" || return 1
+  done
 }
 
 # The readiness wait: every node and every GPU of the gang has joined, or exit 1 at the timeout.
