@@ -78,11 +78,27 @@ class Calibration:
         return round(found.busbw_gbps * gpus_per_node / MEASURED_GPUS_PER_NODE, 2)
 
 
+# Every source is a URL (at a commit where it is a file) followed by what it measured; test_calibration.py
+# fails an expectation without one.
 _EFA_CSV = (
-    "crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv "
-    "(commit fd167f97ab85009ff342f91e7117a80fd3741f39)"
+    "https://github.com/crazyguitar/aws-gpu-communication-benchmark/blob/"
+    "fd167f97ab85009ff342f91e7117a80fd3741f39/data/nccl_all_reduce.csv"
 )
 _IB_309 = "https://github.com/NVIDIA/nccl-tests/issues/309"
+_ROCE_2409 = "https://github.com/NVIDIA/nccl/issues/2409"
+_TCPX_SKYPILOT = (
+    "https://github.com/skypilot-org/skypilot/blob/9a3aa4d924105d5426c4fc56f0d8ade69e266169/"
+    "examples/gcp_gpu_direct_tcpx/README.md"
+)
+_TCPX_GOOGLE = (
+    "https://github.com/GoogleCloudPlatform/ai-infra-cluster-provisioning/blob/"
+    "d5cdbd194ccfeb9770990f2e36fde38a4a862c00/sample_workloads/nccltest/a3/README.md"
+)
+_TCPXO_2X8 = (
+    "https://github.com/lessizzmore/create-a3mega-ztan-fork/blob/02dd8f455c43ced1cf442ef29334bda97149264b/"
+    "ztan-NCCL-test-result"
+)
+_TCPXO_NICS = "https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx"
 
 CALIBRATIONS: dict[str, Calibration] = {
     calibration.fabric: calibration
@@ -125,7 +141,7 @@ CALIBRATIONS: dict[str, Calibration] = {
                 size_mib=None,
                 measured=False,
                 source="estimate: no public all-reduce of a healthy 2 x 8 H100 400 GbE RoCE pair was found "
-                "(NVIDIA/nccl#2409 is a broken one: 216.5 GB/s at 1 GiB, its author expecting ~470); the "
+                f"({_ROCE_2409} is a broken one: 216.5 GB/s at 1 GiB, its author expecting ~470); the "
                 f"ring-bound NDR figure of the same HCAs ({_IB_309}, 4 nodes) stands in, below a tree's 2-node peak",
             ),
             multi_node=(
@@ -148,18 +164,40 @@ CALIBRATIONS: dict[str, Calibration] = {
                 477.71,
                 nodes=2,
                 size_mib=8192,
-                source=f"{_EFA_CSV} line 10: 2 x p5.48xlarge (16 GPUs), 8192 MB (435.14 at 1024 MB, line 7)",
+                source=f"{_EFA_CSV} line 10: 2 x p5.48xlarge (16 GPUs), out-of-place busbw 477.71 GB/s at "
+                "8192 MB (435.14 at 1024 MB, line 7)",
             ),
             multi_node=(
-                Measurement(356.99, nodes=4, size_mib=8192, source=f"{_EFA_CSV} line 19: 4 x p5.48xlarge, 8192 MB"),
-                Measurement(355.36, nodes=8, size_mib=8192, source=f"{_EFA_CSV} line 28: 8 x p5.48xlarge, 8192 MB"),
-                Measurement(356.27, nodes=16, size_mib=8192, source=f"{_EFA_CSV} line 37: 16 x p5.48xlarge, 8192 MB"),
-                Measurement(321.10, nodes=32, size_mib=8192, source=f"{_EFA_CSV} line 46: 32 x p5.48xlarge, 8192 MB"),
+                Measurement(
+                    356.99,
+                    nodes=4,
+                    size_mib=8192,
+                    source=f"{_EFA_CSV} line 19: 4 x p5.48xlarge, busbw 356.99 GB/s at 8192 MB",
+                ),
+                Measurement(
+                    355.36,
+                    nodes=8,
+                    size_mib=8192,
+                    source=f"{_EFA_CSV} line 28: 8 x p5.48xlarge, busbw 355.36 GB/s at 8192 MB",
+                ),
+                Measurement(
+                    356.27,
+                    nodes=16,
+                    size_mib=8192,
+                    source=f"{_EFA_CSV} line 37: 16 x p5.48xlarge, busbw 356.27 GB/s at 8192 MB",
+                ),
+                Measurement(
+                    321.10,
+                    nodes=32,
+                    size_mib=8192,
+                    source=f"{_EFA_CSV} line 46: 32 x p5.48xlarge, busbw 321.10 GB/s at 8192 MB",
+                ),
             ),
             notes=(
                 "8 GiB: at 4 to 16 nodes 1 GiB reaches only 269-280 GB/s of the 355-357 at 8 GiB "
                 f"({_EFA_CSV} lines 16, 25, 34); the runs used aws-ofi-nccl's tuner (NCCL_TUNER_PLUGIN)",
-                "p5.48xlarge line rate: aws-samples/aws-hpc-tutorials content/04-Verify-Cluster/_index.md",
+                "p5.48xlarge line rate: https://github.com/aws-samples/aws-hpc-tutorials "
+                "content/04-Verify-Cluster/_index.md",
             ),
         ),
         Calibration(
@@ -171,10 +209,9 @@ CALIBRATIONS: dict[str, Calibration] = {
                 66.2,
                 nodes=2,
                 size_mib=1024,
-                source="skypilot-org/skypilot examples/gcp_gpu_direct_tcpx/README.md (commit 9a3aa4d9): 2 x "
-                "a3-highgpu-8g, all_reduce_perf with NCCL_ALGO=Ring (nccl_tcpx_gcpvm_h100.yaml), 66.2 GB/s at "
-                "1 GB, 20.09 without TCPX; GoogleCloudPlatform/ai-infra-cluster-provisioning "
-                "sample_workloads/nccltest/a3/README.md shows 86.99 at 1 GiB (the lower one is expected)",
+                source=f"{_TCPX_SKYPILOT} 'Performance Benchmark Results': 2 x a3-highgpu-8g, all_reduce_perf "
+                "with NCCL_ALGO=Ring (nccl_tcpx_gcpvm_h100.yaml), busbw 66.2 GB/s at 1 GB, 20.09 without TCPX; "
+                f"{_TCPX_GOOGLE} shows 86.99 at 1 GiB (the lower one is expected)",
             ),
             multi_node=(
                 Measurement(
@@ -182,8 +219,8 @@ CALIBRATIONS: dict[str, Calibration] = {
                     nodes=3,
                     size_mib=1024,
                     measured=False,
-                    source="estimate: no public 3+ node TCPX all-reduce was found; the 2-node ring run above "
-                    "(NCCL_ALGO=Ring, so already NIC-bound) stands in",
+                    source="estimate: no public 3+ node TCPX all-reduce was found; the 2-node ring run of "
+                    f"{_TCPX_SKYPILOT} (NCCL_ALGO=Ring, so already NIC-bound: 66.2 GB/s at 1 GB) stands in",
                 ),
             ),
         ),
@@ -196,8 +233,8 @@ CALIBRATIONS: dict[str, Calibration] = {
                 330.58,
                 nodes=2,
                 size_mib=4096,
-                source="lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result: 2 x a3-megagpu-8g, 330.58 GB/s "
-                "at 4 GiB (297.86 at 1 GiB, 338.82 at 8 GiB); tests/preflight/data/real/tcpxo_a3mega_2x8_all_reduce.txt",
+                source=f"{_TCPXO_2X8}: 2 x a3-megagpu-8g, all_reduce_perf busbw 330.58 GB/s at 4 GiB (297.86 at "
+                "1 GiB, 338.82 at 8 GiB); tests/preflight/data/real/tcpxo_a3mega_2x8_all_reduce.txt",
             ),
             multi_node=(
                 Measurement(
@@ -206,7 +243,7 @@ CALIBRATIONS: dict[str, Calibration] = {
                     size_mib=4096,
                     measured=False,
                     source="estimate: no public 3+ node TCPXO all-reduce was found; 90 % of the 1600 Gbps "
-                    "(200 GB/s) of A3 Mega's 8 GPU NICs (NVIDIA AICR 'GKE TCPXO Networking Prerequisites')",
+                    f"(200 GB/s) of A3 Mega's 8 x 200 Gbps GPU NICs ({_TCPXO_NICS})",
                 ),
             ),
         ),

@@ -51,8 +51,12 @@ NETWORKS: dict[str, str] = {
     # NCCL's own: src/transport/net_ib.cc (`"IB"`) and net_socket.cc (`"Socket"`), every 2.x release.
     "ib": "verbs",
     "socket": "socket",
-    # Mellanox/NVIDIA nccl-rdma-sharp-plugins (HPC-X): `IBext`, printed `IBext_v8` by its v8 build
-    # ("P2P plugin IBext_v8"); its devices read `mlx5_0:1/IB/SHARP`.
+    # Mellanox/NVIDIA nccl-rdma-sharp-plugins (HPC-X, "RDMA/SHARP"), at commit 8eb729dd136b0b1dd0c7b3b57c5727477d36816d
+    # of src/p2p_plugin.c: it registers as `ncclNetPlugin_v6 = {"NCCL RDMA Plugin v6", ...}` (NCCL's loader line
+    # "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)"), then `INFO(..., "P2P plugin %s", ...)` names the
+    # network it copied in, `IBext` (src/ib_plugin.c; `IBext_v8` in its v8 build), and that name is what NCCL's
+    # `Using network` prints. Its CollNet is src/sharp_plugin.c's `ncclCollNetPlugin_v6 = {"SHARP", ...}`
+    # ("Loaded collnet plugin SHARP"); SHARP-capable devices read `mlx5_0:1/IB/SHARP`.
     "ibext": "verbs",
     # aws/aws-ofi-nccl, for EFA and for any other libfabric provider (HPE Slingshot's cxi, verbs, tcp):
     # `AWS Libfabric` up to v1.11.0, `Libfabric` after, or `AWS Libfabric`/`OFI` when NCCL_NET asks for
@@ -60,15 +64,19 @@ NETWORKS: dict[str, str] = {
     "aws libfabric": "libfabric",
     "libfabric": "libfabric",
     "ofi": "libfabric",
-    # google/nccl-plugin-gpudirecttcpx: src/config.h.in `PRODUCT_NAME "GPUDirectTCPX"` (A3 High, TCPX);
+    # google/nccl-plugin-gpudirecttcpx at commit 4b8ea7f2716fc21b026b4d09c79578d43b23e86d: src/config.h.in
+    # `PRODUCT_NAME "GPUDirectTCPX"` (A3 High, TCPX), and src/net_tcpx.cc's init prints
+    # `"NET/" PRODUCT_NAME " ver. " TCPX_VERSION_STRING` ("NET/GPUDirectTCPX ver. 3.1.8.");
     # `_v7` is the ncclNet v7 build. The TCPXO plugin of A3 Mega names itself `FasTrak`.
     "gpudirecttcpx": "tcpx",
     "fastrak": "tcpxo",
     # Google's gIB (A3 Ultra, A4): RDMA over RoCE, `Using network gIB` (Cloud "NCCL/gIB" troubleshooting).
     "gib": "roce",
     # google/nccl-fastsocket, Google Cloud's TCP plugin for gVNIC VMs (A2, A3 without GPUDirect): NCCL prints
-    # its name in "NET/Plugin: Loaded net plugin FastSocket (v6)" and the plugin's own lines read
-    # "NET/FastSocket : Using [0]enp0s12:..." (NVIDIA/nccl#1519, #1267). Its data travels over TCP sockets.
+    # its name in "NET/Plugin: Loaded net plugin FastSocket (v6)" (NVIDIA/nccl#1519, #1267), and the plugin's
+    # own lines (net_fastsocket.cc at commit 1c73af47267b120189d9be08ca406bac40ae47b1, ncclFastSocketInit)
+    # are `INFO(NCCL_INIT | NCCL_NET, "NET/FastSocket : Using%s", ...)` with " [%d]%s:%s" per interface,
+    # "NET/FastSocket : Tx CPU start: %d" and "NET/FastSocket plugin initialized". Its data travels over TCP.
     "fastsocket": "socket",
 }
 # The one line for a log NCCL wrote at NCCL_DEBUG=WARN: NCCL names its network only in INFO lines
@@ -80,8 +88,12 @@ WARN_ONLY = (
 # libfabric providers that do not move data by RDMA (libfabric's prov/ directory).
 _SOCKET_PROVIDERS = ("tcp", "sockets", "udp")
 
-# Where a WARN line names its source: NCCL's `file.cc:123` or `function:123`, or a plugin's C++ signature
-# with blanks, "tcpxResult_t tcpxCommProgress(tcpxComm*):1231" (google/nccl-plugin-gpudirecttcpx#1).
+# Where a WARN line names its source. NCCL's logger (src/debug.cc, ncclDebugLog) writes a WARN as
+# `"%s:%d:%d [%d] %s:%d NCCL WARN "` of hostname, pid, tid, cudaDev, filefunc and line, and filefunc is
+# whatever the caller passes: NCCL's own `__FILE__` ("misc/ibvwrap.cc:284"), or a plugin's
+# `__PRETTY_FUNCTION__`: aws-ofi-nccl's NCCL_OFI_WARN (include/nccl_ofi_log.h) gives
+# "nccl_net_ofi_rdma_init:7978", a C++ plugin a signature with blanks,
+# "tcpxResult_t tcpxCommProgress(tcpxComm*):1231" (google/nccl-plugin-gpudirecttcpx#1).
 _SOURCE = r"(?:[^\s\[][^\[\]]*?:\d+\s+)?"
 _PREFIX = re.compile(
     r"^(?:(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+)?\[\s*(?P<dev>\d+)\s*\]\s+"
@@ -104,7 +116,9 @@ _NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork\s+(?P<name>.+?)\s*$")
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w;-]+)")
 _OFI_ANY = re.compile(r"^NET/OFI\b")
 # aws-ofi-nccl on EC2 with FI_PROVIDER unset restricts libfabric to EFA and says so; without EFA the plugin
-# then fails and NCCL falls back to its TCP (aws/aws-ofi-nccl src/platform-aws.cpp, platform_init). Libfabric
+# then fails and NCCL falls back to its TCP (aws/aws-ofi-nccl src/platform-aws.cpp at commit
+# 01666ece684caf1ce4c216d6c64396fd91e3cca4, platform_init: `NCCL_OFI_INFO(NCCL_INIT, "Setting provider_filter
+# to efa")`, printed behind the "NET/OFI " prefix NCCL_OFI_INFO adds in include/nccl_ofi_log.h). Libfabric
 # channel lines after this line therefore mean EFA, when the log lacks the `Selected Provider` line.
 _OFI_FILTER = re.compile(r"NET/OFI Setting provider_filter to (?P<prov>[\w;-]+)")
 _OFI_PLUGIN = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl\s+(?P<ver>\S+)")
