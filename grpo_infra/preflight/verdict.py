@@ -18,7 +18,7 @@ from typing import Any
 
 from .calibration import CALIBRATIONS
 from .defaults import DEFAULT_FRACTION, FABRIC_KINDS
-from .nccl_log import FABRIC_TRANSPORTS
+from .nccl_log import FABRIC_TRANSPORTS, WARN_ONLY
 from .report import FileReport
 
 # What the gate can judge: the fabrics a pool may declare (`FABRIC_KINDS`, the spec's `fabric.kind`)
@@ -75,7 +75,7 @@ def default_expected_busbw(fabric: str, gpus_per_node: int, nodes: int) -> float
     _check_fabric(fabric)
     if nodes <= 1 or fabric not in CALIBRATIONS:
         return None
-    return CALIBRATIONS[fabric].expected_busbw(gpus_per_node)
+    return CALIBRATIONS[fabric].expected_busbw(gpus_per_node, nodes)
 
 
 def _check_fabric(fabric: str) -> None:
@@ -83,15 +83,18 @@ def _check_fabric(fabric: str) -> None:
         raise ValueError(f"fabric kind {fabric!r} is not one of {', '.join(GATE_FABRICS)}")
 
 
-def transport_reasons(fabric: str, rank_transports: Mapping[str, str | None]) -> list[str]:
+def transport_reasons(fabric: str, rank_transports: Mapping[str, str | None], *, warn_only: bool = False) -> list[str]:
     """Why the ranks' transports fail a multi-node gate on `fabric`, one line each; empty when every rank
     shows the fabric's own transport.
 
     ``rank_transports`` maps a rank label to what its NCCL log showed (None: no transport line).
+    ``warn_only``: the logs hold NCCL WARN lines and nothing else (NCCL_DEBUG=WARN), said in the one line.
     """
     known = {label: kind for label, kind in rank_transports.items() if kind}
     silent = [label for label, kind in rank_transports.items() if not kind]
     if not known:
+        if warn_only:
+            return [WARN_ONLY]
         return [
             f"transport unknown: no NCCL INFO line names the network, so {fabric} is not confirmed "
             "(run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; a fabric never passes on bandwidth alone)"
@@ -128,6 +131,7 @@ def judge(
     hosts_seen: int | None = None,
     expected_busbw_gbps: float | None = None,
     fraction: float = DEFAULT_FRACTION,
+    warn_only: bool = False,
 ) -> Verdict:
     """Judge plain measurements against the pool's fabric.
 
@@ -148,7 +152,7 @@ def judge(
     kinds = set(known.values())
     transport = None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
     if fabric != "none" and nodes > 1:
-        reasons += transport_reasons(fabric, rank_transports)
+        reasons += transport_reasons(fabric, rank_transports, warn_only=warn_only)
     elif fabric == "none" and any(kind in FABRIC_TRANSPORTS for kind in known.values()):
         notes.append("the pool declares no RDMA fabric but NCCL found one")
 
@@ -166,7 +170,11 @@ def judge(
         if known:
             notes.append("no nccl-tests table: bus bandwidth not checked")
         elif fabric == "none" or nodes <= 1:
-            reasons.append("nothing to judge: neither bandwidth figures nor NCCL transport lines were found")
+            reasons.append(
+                WARN_ONLY
+                if warn_only
+                else "nothing to judge: neither bandwidth figures nor NCCL transport lines were found"
+            )
     elif threshold is None:
         notes.append(
             "no expected bus bandwidth for this pool (single node or no RDMA fabric): pass --expected-busbw"
@@ -217,6 +225,7 @@ def fabric_verdict(
     problems = [f"{r.file}: {p}" for r in reports for p in r.problems if "fell back to sockets" not in p]
     ranks = [r.ranks for r in reports if r.ranks]
     hosts = {h for r in reports for h in r.hosts}
+    logs = [r.log for r in reports if r.log is not None]
     verdict = judge(
         fabric=fabric,
         gpus_per_node=gpus_per_node,
@@ -228,6 +237,7 @@ def fabric_verdict(
         hosts_seen=len(hosts) if hosts else None,
         expected_busbw_gbps=expected_busbw_gbps,
         fraction=fraction,
+        warn_only=bool(logs) and all(log.warn_only for log in logs),
     )
     if values and all(p is None for p in peaks_ar):
         verdict.notes.append("no all_reduce run: peak busbw taken from another collective")

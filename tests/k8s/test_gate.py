@@ -108,15 +108,15 @@ def test_only_the_head_mounts_the_code_read_only(stack: str) -> None:
 
 
 # The gate's options per shipped stack, written from the stack files and docs/nccl-preflight.md (fabric
-# calibration: EFA p5 300 GB/s at 8192 MiB, RoCE 340 GB/s at 1024 MiB, none: no threshold at 1024 MiB;
-# fraction 0.8, 20 iterations, 300 s).
+# calibration: EFA on 4 x p5 356.99 GB/s at 8192 MiB, the published 4-node busbw; RoCE on 3 nodes 365.84 GB/s
+# at 1024 MiB, the estimate from 4 NDR nodes; none: no threshold at 1024 MiB; fraction 0.8, 20 iterations, 300 s).
 GATE_ARGV = {
     "eks-prod": "--fabric efa --gpus-per-node 8 --nodes 4 --backend nccl --fraction 0.8 --size-mib 8192 "
-    "--iters 20 --timeout 300 --expected-busbw 300",
+    "--iters 20 --timeout 300 --expected-busbw 356.99",
     "gke-dev": "--fabric none --gpus-per-node 8 --nodes 2 --backend nccl --fraction 0.8 --size-mib 1024 "
     "--iters 20 --timeout 300",
     "onprem-k8s": "--fabric roce --gpus-per-node 8 --nodes 3 --backend nccl --fraction 0.8 --size-mib 1024 "
-    "--iters 20 --timeout 300 --expected-busbw 340",
+    "--iters 20 --timeout 300 --expected-busbw 365.84",
     "local-k8s": "--fabric none --gpus-per-node 8 --nodes 3 --backend nccl --fraction 0.8 --size-mib 1024 "
     "--iters 20 --timeout 300",
 }

@@ -104,8 +104,8 @@ def test_gloo_sockets_fail_a_pool_that_declares_infiniband(ray_address: str, tmp
     assert "fail: 3 rank(s) fell back to sockets instead of infiniband" in output
     assert report is not None and not report["passed"]
     # The default for the pool's real GPUs per node, not for the one gloo rank per node.
-    assert report["expected_busbw_gbps"] == 2 * 50.0 * 0.90
-    assert output.splitlines()[0].endswith(" threshold=72.00 GB/s (expected 90.00 GB/s)")  # 0.8 x 90
+    assert report["expected_busbw_gbps"] == round(365.84 * 2 / 8, 2)  # the NDR figure for 2 GPUs per node
+    assert output.splitlines()[0].endswith(" threshold=73.17 GB/s (expected 91.46 GB/s)")  # 0.8 x 91.46
 
 
 def test_a_gang_larger_than_the_cluster_fails_within_its_timeout(ray_address: str, tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_nccl_ranks_are_judged_by_the_transport_their_log_shows(
     from grpo_infra.preflight.ray_allreduce import GateOptions, _judge_runs
 
     options = GateOptions(fabric="roce", gpus_per_node=8, nodes=2, backend="nccl", size_mib=1024)
-    # 1 GiB in 5.5 ms: algbw 195.2 GB/s, busbw x 2(15)/16 = 366 GB/s, above 0.8 x 340 GB/s.
+    # 1 GiB in 5.5 ms: algbw 195.2 GB/s, busbw x 2(15)/16 = 366 GB/s, above 0.8 x 365.84 GB/s.
     placement, runs = _nccl_runs((ROOT / "tests/preflight/data" / log_file).read_text(), 16, 5.5e-3)
     result = _judge_runs(options, placement, runs)
     assert result.ranks == 16 and result.nodes_seen == 2
@@ -177,4 +177,4 @@ def test_nccl_ranks_too_slow_for_the_fabric_fail() -> None:
     placement, runs = _nccl_runs((ROOT / "tests/preflight/data/roce_2x8_ok.log").read_text(), 16, 11e-3)
     result = _judge_runs(options, placement, runs)
     assert not result.verdict.passed
-    assert "peak busbw 183.02 GB/s is under 0.8 x 340 GB/s = 272 GB/s expected of roce" in result.verdict.reasons
+    assert "peak busbw 183.02 GB/s is under 0.8 x 365.84 GB/s = 292.67 GB/s expected of roce" in result.verdict.reasons

@@ -14,7 +14,7 @@ from grpo_infra.preflight import report
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 PASSING = ["verdict", str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"), "--fabric", "infiniband"]
-PASSING += ["--gpus-per-node", "8", "--nodes", "2"]
+PASSING += ["--gpus-per-node", "8", "--nodes", "2", "--expected-busbw", "365.84"]  # ring-bound, as test_verdict.py
 
 
 def test_the_passing_run_passes() -> None:

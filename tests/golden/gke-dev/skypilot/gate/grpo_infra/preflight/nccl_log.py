@@ -51,8 +51,12 @@ NETWORKS: dict[str, str] = {
     # NCCL's own: src/transport/net_ib.cc (`"IB"`) and net_socket.cc (`"Socket"`), every 2.x release.
     "ib": "verbs",
     "socket": "socket",
-    # Mellanox/NVIDIA nccl-rdma-sharp-plugins (HPC-X): `IBext`, printed `IBext_v8` by its v8 build
-    # ("P2P plugin IBext_v8"); its devices read `mlx5_0:1/IB/SHARP`.
+    # Mellanox/NVIDIA nccl-rdma-sharp-plugins (HPC-X, "RDMA/SHARP"), at commit 8eb729dd136b0b1dd0c7b3b57c5727477d36816d
+    # of src/p2p_plugin.c: it registers as `ncclNetPlugin_v6 = {"NCCL RDMA Plugin v6", ...}` (NCCL's loader line
+    # "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v6 (v6)"), then `INFO(..., "P2P plugin %s", ...)` names the
+    # network it copied in, `IBext` (src/ib_plugin.c; `IBext_v8` in its v8 build), and that name is what NCCL's
+    # `Using network` prints. Its CollNet is src/sharp_plugin.c's `ncclCollNetPlugin_v6 = {"SHARP", ...}`
+    # ("Loaded collnet plugin SHARP"); SHARP-capable devices read `mlx5_0:1/IB/SHARP`.
     "ibext": "verbs",
     # aws/aws-ofi-nccl, for EFA and for any other libfabric provider (HPE Slingshot's cxi, verbs, tcp):
     # `AWS Libfabric` up to v1.11.0, `Libfabric` after, or `AWS Libfabric`/`OFI` when NCCL_NET asks for
@@ -60,27 +64,49 @@ NETWORKS: dict[str, str] = {
     "aws libfabric": "libfabric",
     "libfabric": "libfabric",
     "ofi": "libfabric",
-    # google/nccl-plugin-gpudirecttcpx: src/config.h.in `PRODUCT_NAME "GPUDirectTCPX"` (A3 High, TCPX);
+    # google/nccl-plugin-gpudirecttcpx at commit 4b8ea7f2716fc21b026b4d09c79578d43b23e86d: src/config.h.in
+    # `PRODUCT_NAME "GPUDirectTCPX"` (A3 High, TCPX), and src/net_tcpx.cc's init prints
+    # `"NET/" PRODUCT_NAME " ver. " TCPX_VERSION_STRING` ("NET/GPUDirectTCPX ver. 3.1.8.");
     # `_v7` is the ncclNet v7 build. The TCPXO plugin of A3 Mega names itself `FasTrak`.
     "gpudirecttcpx": "tcpx",
     "fastrak": "tcpxo",
     # Google's gIB (A3 Ultra, A4): RDMA over RoCE, `Using network gIB` (Cloud "NCCL/gIB" troubleshooting).
     "gib": "roce",
+    # google/nccl-fastsocket, Google Cloud's TCP plugin for gVNIC VMs (A2, A3 without GPUDirect): NCCL prints
+    # its name in "NET/Plugin: Loaded net plugin FastSocket (v6)" (NVIDIA/nccl#1519, #1267), and the plugin's
+    # own lines (net_fastsocket.cc at commit 1c73af47267b120189d9be08ca406bac40ae47b1, ncclFastSocketInit)
+    # are `INFO(NCCL_INIT | NCCL_NET, "NET/FastSocket : Using%s", ...)` with " [%d]%s:%s" per interface,
+    # "NET/FastSocket : Tx CPU start: %d" and "NET/FastSocket plugin initialized". Its data travels over TCP.
+    "fastsocket": "socket",
 }
+# The one line for a log NCCL wrote at NCCL_DEBUG=WARN: NCCL names its network only in INFO lines
+# (`Using network`, channel lines: INFO(NCCL_INIT|NCCL_NET, ...) in src/init.cc and src/transport/net.cc).
+WARN_ONLY = (
+    "transport unknown: the NCCL log holds only WARN lines (NCCL_DEBUG=WARN), which never name the network "
+    "NCCL used; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET"
+)
 # libfabric providers that do not move data by RDMA (libfabric's prov/ directory).
 _SOCKET_PROVIDERS = ("tcp", "sockets", "udp")
 
+# Where a WARN line names its source. NCCL's logger (src/debug.cc, ncclDebugLog) writes a WARN as
+# `"%s:%d:%d [%d] %s:%d NCCL WARN "` of hostname, pid, tid, cudaDev, filefunc and line, and filefunc is
+# whatever the caller passes: NCCL's own `__FILE__` ("misc/ibvwrap.cc:284"), or a plugin's
+# `__PRETTY_FUNCTION__`: aws-ofi-nccl's NCCL_OFI_WARN (include/nccl_ofi_log.h) gives
+# "nccl_net_ofi_rdma_init:7978", a C++ plugin a signature with blanks,
+# "tcpxResult_t tcpxCommProgress(tcpxComm*):1231" (google/nccl-plugin-gpudirecttcpx#1).
+_SOURCE = r"(?:[^\s\[][^\[\]]*?:\d+\s+)?"
 _PREFIX = re.compile(
     r"^(?:(?P<host>[^\s:\[]+):(?P<pid>\d+)(?::(?P<tid>\d+))?\s+)?\[\s*(?P<dev>\d+)\s*\]\s+"
     # NCCL before 2.3 prints `host:pid:tid [dev] INFO ...`, without the word NCCL (horovod/horovod#489).
-    r"(?:\S+:\d+\s+)?(?:NCCL\s+)?(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
+    + _SOURCE
+    + r"(?:NCCL\s+)?(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$"
 )
 # A line quoted without NCCL's `host:pid:tid [dev]` prefix ("NCCL INFO Using network IB").
-_BARE = re.compile(r"^NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$")
+_BARE = re.compile(r"^" + _SOURCE + r"NCCL\s+(?P<level>INFO|WARN|TRACE|ABORT)\s?(?P<msg>.*)$")
 _P2P_PLUGIN = re.compile(r"^P2P plugin\s+(?P<name>\S+)")
 _PLUGIN_LOADED = re.compile(r"^NET/Plugin\s*:\s*Loaded (?:net|coll(?:net)?) plugin\s+(?P<name>.+?)\s*$")
 _PLUGIN_INIT = re.compile(
-    r"^(?:NET/(?P<net>GPUDirectTCPX|FasTrak|gIB)\b|Initializing network\s+(?P<init>[\w.-]+))", re.IGNORECASE
+    r"^(?:NET/(?P<net>GPUDirectTCPX|FasTrak|gIB|FastSocket)\b|Initializing network\s+(?P<init>[\w.-]+))", re.IGNORECASE
 )
 _IB_USING = re.compile(r"^NET/IB\s*:\s*Using\s+(?P<devs>.*?)(?:;\s*OOB.*)?$")
 _IB_DEV = re.compile(r"(?:\[\d+\]\s*)?(?P<dev>[A-Za-z][\w.-]*):(?:uverbs\d+:)?\d+/(?P<link>IB|RoCE)\b")
@@ -89,6 +115,12 @@ _SOCKET_USING = re.compile(r"^NET/Socket\s*:\s*Using\b")
 _NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork\s+(?P<name>.+?)\s*$")
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<prov>[\w;-]+)")
 _OFI_ANY = re.compile(r"^NET/OFI\b")
+# aws-ofi-nccl on EC2 with FI_PROVIDER unset restricts libfabric to EFA and says so; without EFA the plugin
+# then fails and NCCL falls back to its TCP (aws/aws-ofi-nccl src/platform-aws.cpp at commit
+# 01666ece684caf1ce4c216d6c64396fd91e3cca4, platform_init: `NCCL_OFI_INFO(NCCL_INIT, "Setting provider_filter
+# to efa")`, printed behind the "NET/OFI " prefix NCCL_OFI_INFO adds in include/nccl_ofi_log.h). Libfabric
+# channel lines after this line therefore mean EFA, when the log lacks the `Selected Provider` line.
+_OFI_FILTER = re.compile(r"NET/OFI Setting provider_filter to (?P<prov>[\w;-]+)")
 _OFI_PLUGIN = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl\s+(?P<ver>\S+)")
 _CHANNEL = re.compile(
     r"(?:Channel|Ring|Tree)\s+\d+(?:/\d+)?\s*:\s*(?P<src>\d+)(?:\[[0-9a-fA-F]+\])?\s*->\s*(?P<dst>\d+)"
@@ -120,6 +152,8 @@ class ProcessTransport:
     """NCCL's ``Using network`` name (IB, Socket, AWS Libfabric, ...)."""
     channel_nets: set[str] = field(default_factory=set)
     ofi_provider: str | None = None
+    ofi_filter: str | None = None
+    """The provider aws-ofi-nccl restricted libfabric to (`Setting provider_filter to efa`)."""
     ofi_plugin: bool = False
     plugin_network: str | None = None
     """A network named by a plugin's own init line (`NET/FasTrak ...`, `P2P plugin IBext_v8`)."""
@@ -158,6 +192,15 @@ class NcclLogReport:
     nccl_version: str | None
     problems: list[str]
     notes: list[str]
+    info_lines: int = 0
+    """NCCL INFO (and TRACE) lines read: the only lines that name a transport."""
+    warn_lines: int = 0
+
+    @property
+    def warn_only(self) -> bool:
+        """True for a log of NCCL WARN lines and nothing else: NCCL ran with NCCL_DEBUG=WARN, which never names
+        the network, so no transport can be read from it."""
+        return self.info_lines == 0 and self.warn_lines > 0
 
     @property
     def hosts(self) -> list[str]:
@@ -205,8 +248,10 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
     nranks: int | None = None
     file_link: set[str] = set()
     file_provider: str | None = None
+    file_filter: str | None = None
     no_ib: set[tuple[str, int]] = set()
     seen = False
+    info_lines = warn_lines = 0
 
     for line in clean_lines(text):
         stripped = line.strip()
@@ -230,12 +275,15 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
             proc = procs[key] = ProcessTransport(host=host, pid=pid)
         msg = match["msg"].strip()
         if match["level"] == "WARN":
+            warn_lines += 1
             if len(notes) < 20:
                 notes.append(f"{proc.host} pid {proc.pid}: NCCL WARN {msg}")
             continue
+        info_lines += match["level"] in ("INFO", "TRACE")
         _read_message(proc, msg)
         if proc.ofi_provider:
             file_provider = file_provider or proc.ofi_provider
+        file_filter = file_filter or proc.ofi_filter
         comm = _COMM_RANK.search(msg)
         if comm:
             nranks = max(nranks or 0, int(comm["nranks"]))
@@ -248,16 +296,23 @@ def parse_nccl_log(text: str) -> NcclLogReport | None:
         hosts = sorted({host for host, _ in no_ib})
         notes.append(f"NET/IB found no usable device in {len(no_ib)} process(es) on {', '.join(hosts)}")
     host_links = _host_links(list(procs.values()))
+    libfabric_named = any(
+        _network_class(net) == "libfabric" for p in procs.values() for net in (*p.channel_nets, p.network or "")
+    )
     for proc in procs.values():
-        _resolve(proc, file_link, host_links.get(proc.host), file_provider)
+        _resolve(proc, file_link, host_links.get(proc.host), file_provider, file_filter, libfabric_named)
     _discount_socket_init_lines(list(procs.values()), version, notes)
     problems = _problems(list(procs.values()))
+    if info_lines == 0 and warn_lines:
+        notes.insert(0, WARN_ONLY)
     return NcclLogReport(
         processes=list(procs.values()),
         nranks=nranks,
         nccl_version=version,
         problems=problems,
         notes=notes,
+        info_lines=info_lines,
+        warn_lines=warn_lines,
     )
 
 
@@ -284,6 +339,11 @@ def _read_message(proc: ProcessTransport, msg: str) -> None:
     match = _OFI_PROVIDER.search(msg)
     if match:
         proc.ofi_provider = match["prov"].lower()
+        return
+    match = _OFI_FILTER.search(msg)
+    if match:
+        proc.ofi_filter = match["prov"].lower()
+        proc.ofi_plugin = True  # a NET/OFI line: the plugin loaded, as for any other (_OFI_ANY)
         return
     if _OFI_PLUGIN.search(msg) or _OFI_ANY.match(msg):
         proc.ofi_plugin = True
@@ -358,10 +418,20 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups()) if match else None
 
 
-def _resolve(proc: ProcessTransport, file_link: set[str], host_link: str | None, file_provider: str | None) -> None:
+def _resolve(
+    proc: ProcessTransport,
+    file_link: set[str],
+    host_link: str | None,
+    file_provider: str | None,
+    file_filter: str | None = None,
+    libfabric_named: bool = False,
+) -> None:
     """Decide one process's transport from its strongest evidence (the socket init line is the weakest)."""
     link = proc.link or host_link or (next(iter(file_link)) if len(file_link) == 1 else None)
-    provider = proc.ofi_provider or file_provider
+    # the provider selected (this process's line, else another's: they share the plugin's settings), else the
+    # provider aws-ofi-nccl restricted libfabric to, once some process names libfabric as the network NCCL uses
+    # (the filter alone comes before the plugin may still fail and leave NCCL on its sockets)
+    provider = proc.ofi_provider or file_provider or (proc.ofi_filter or file_filter if libfabric_named else None)
     named = [net for net in (*sorted(proc.channel_nets), proc.network, proc.plugin_network) if net]
     proc.unknown_network = next((net for net in named if _network_class(net) is None), None)
     if proc.channel_nets:

@@ -357,6 +357,7 @@ def _judge_runs(options: GateOptions, placement: list[dict[str, Any]], runs: lis
     ]
     notes: list[str] = []
     transports: dict[str, str | None] = {}
+    warn_only = False
     if options.backend == "gloo":
         for where in placement:
             label = f"rank {where['rank']} ({where['host']} node {where['node_id'][:8]} pid {where['pid']})"
@@ -369,6 +370,7 @@ def _judge_runs(options: GateOptions, placement: list[dict[str, Any]], runs: lis
         else:
             transports = {proc.label: proc.transport for proc in log.processes}
             problems += [p for p in log.problems if "fell back to sockets" not in p]
+            warn_only = log.warn_only
     nodes_seen = len({where["node_id"] for where in placement})
     verdict = judge(
         fabric=options.fabric,
@@ -381,6 +383,7 @@ def _judge_runs(options: GateOptions, placement: list[dict[str, Any]], runs: lis
         hosts_seen=nodes_seen,
         expected_busbw_gbps=options.expected,
         fraction=options.fraction,
+        warn_only=warn_only,
     )
     verdict.notes[:0] = notes
     return GateResult(

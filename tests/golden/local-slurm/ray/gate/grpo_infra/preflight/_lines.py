@@ -36,6 +36,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"^" + _ISO + r"(?:Z|[+-]\d{2}:?\d{2})(?:\s*\|\s*|\s*)"),
     # ISO timestamps without a zone: followed by blanks
     re.compile(r"^" + _ISO + r"\s+"),
+    # the same in brackets, as a job's logger stamps lines: "[2025-10-16 22:16:08] " (aws/aws-ofi-nccl#1020)
+    re.compile(r"^\[" + _ISO + r"\]\s+"),
     # srun --label: "3: "
     re.compile(r"^\s*\d+:\s"),
     # pdsh / clush / "srun ... | sed 's/^/host: /'": "node-a01: "
