@@ -25,6 +25,8 @@ from .violation import Violation
 
 ENV = ENVIRONMENT_KEY
 K8S = f"{ENV}.kubernetes"
+# The highest TCP port.
+LAST_PORT = 65535
 # Kueue frees a finished job's quota at once; KubeRay deletes its pods only after this many seconds.
 MAX_TTL_SECONDS = 60
 EKS_LAYER_3 = "topology.k8s.aws/network-node-layer-3"
@@ -390,7 +392,21 @@ def _eks_topology(env: Environment) -> list[Violation]:
 
 
 def _host_ports(env: Environment) -> list[Violation]:
-    """With hostNetwork the workers' Ray ports are host ports: the block stays out of the ephemeral range."""
+    """With hostNetwork the workers' Ray ports are host ports: the block, sized from the pool's nodes, ends
+    at the last port (65535) and stays out of the ephemeral range."""
+    assert env.kubernetes is not None
+    start, size = env.kubernetes.network.host_port_start, env.gang.pool.ray_block_size
+    if start is not None and start + size - 1 > LAST_PORT:
+        return [
+            Violation(
+                "host-ports-block",
+                f"{K8S}.network.hostPortStart",
+                f"the job's host port block {start}-{start + size - 1} ({size} ports, sized from pool "
+                f"{env.gang.pool.name}'s {env.gang.pool.cpus} CPUs and {env.gang.pool.gpu.per_node} GPUs) "
+                f"runs past port {LAST_PORT}; start it at {LAST_PORT + 1 - size} or below",
+                f"{start + size - 1 - LAST_PORT} ports",
+            )
+        ]
     ports = host_ports(env)
     if ports is None:
         return []

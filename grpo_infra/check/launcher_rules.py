@@ -34,7 +34,7 @@ def launcher_violations(env: Environment) -> list[Violation]:
         launcher = getattr(env.launchers, name)
         where = f"{LAUNCHERS}.{name}"
         # Hand-started clusters share machines by design (one run id each); cloud nodes run one cluster.
-        found += port_range_violations(name, launcher.ray_ports, f"{where}.rayPorts", shared_nodes=name == "ray")
+        found += port_range_violations(name, launcher.ray_ports, f"{where}.rayPorts", pool, shared_nodes=name == "ray")
         if launcher.interface is not None:
             found += interface_violations(name, launcher.interface, pool, f"{where}.interface")
     return found

@@ -3,7 +3,7 @@ the nodes' layout, the tenants' QOS, the time-limit checkpoint; and where the jo
 
 from __future__ import annotations
 
-from ..ports import WORKER_PORTS, block_count, worker_ports_needed
+from ..ports import WORKER_OFFSET, block_count, worker_ports_needed
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.pools import Pool
 from ..spec.slurm import PortRange, time_limit_minutes
@@ -21,7 +21,6 @@ def slurm_violations(env: Environment) -> list[Violation]:
     return [
         *_time(env),
         *_ports(env),
-        *_worker_ports(env),
         *_interface(env),
         *_node_layouts(env),
         *_qos(env),
@@ -88,14 +87,31 @@ def _ports(env: Environment) -> list[Violation]:
     slurm = env.slurm
     assert slurm is not None
     return port_range_violations(
-        "slurm", slurm.ray_ports, f"{SLURM}.rayPorts", shared_nodes=slurm.oversubscribe != "exclusive"
+        "slurm", slurm.ray_ports, f"{SLURM}.rayPorts", env.gang.pool, shared_nodes=slurm.oversubscribe != "exclusive"
     )
 
 
-def port_range_violations(target: str, ports: PortRange, where: str, *, shared_nodes: bool) -> list[Violation]:
-    """A Ray port range against the kernel's ephemeral range, and (nodes shared by jobs) against one block.
+def port_range_violations(
+    target: str, ports: PortRange, where: str, pool: Pool, *, shared_nodes: bool
+) -> list[Violation]:
+    """A Ray port range against the kernel's ephemeral range, against one block of the size `pool`'s nodes
+    need, and (nodes shared by jobs) against two blocks.
 
     Every target that starts Ray on machines of its own (Slurm, the launchers) uses this rule."""
+    size = pool.ray_block_size
+    blocks = block_count(ports.start, ports.end, size)
+    if blocks < 1:
+        workers = worker_ports_needed(pool.cpus, pool.gpu.per_node)
+        return [
+            Violation(
+                f"{target}-ports-block",
+                where,
+                f"{ports.start}-{ports.end} holds {ports.end - ports.start + 1} ports, less than one job's block of "
+                f"{size} that pool {pool.name}'s nodes need ({pool.cpus} CPUs, {pool.gpu.per_node} GPUs: "
+                f"{WORKER_OFFSET} fixed ports and {workers} worker ports); widen the range",
+                f"{size - (ports.end - ports.start + 1)} ports",
+            )
+        ]
     out = []
     low, high = max(ports.start, EPHEMERAL_PORTS[0]), min(ports.end, EPHEMERAL_PORTS[1])
     if low <= high:
@@ -108,33 +124,16 @@ def port_range_violations(target: str, ports: PortRange, where: str, *, shared_n
                 f"{high - low + 1} ports",
             )
         )
-    if shared_nodes and block_count(ports.start, ports.end) < 2:
+    if shared_nodes and blocks < 2:
         out.append(
             Violation(
                 f"{target}-ports-shared-nodes",
                 where,
-                "nodes are shared between jobs, but the range holds one port block: two jobs would collide",
+                f"nodes are shared between jobs, but the range holds one port block of {size}: two jobs would collide",
                 "1 block",
             )
         )
     return out
-
-
-def _worker_ports(env: Environment) -> list[Violation]:
-    """A node's Ray must find a worker port for every worker it may hold, or tasks and actors fail to start."""
-    pool = env.gang.pool
-    needed = worker_ports_needed(pool.cpus, pool.gpu.per_node)
-    if needed <= WORKER_PORTS:
-        return []
-    return [
-        Violation(
-            "slurm-worker-ports",
-            f"{SLURM}.rayPorts",
-            f"pool {pool.name}'s Ray may hold {needed} workers per node ({pool.cpus} CPUs, {pool.gpu.per_node} GPUs "
-            f"and verl's actors), but a job's port block has {WORKER_PORTS} worker ports",
-            f"{needed - WORKER_PORTS} ports",
-        )
-    ]
 
 
 def _interface(env: Environment) -> list[Violation]:

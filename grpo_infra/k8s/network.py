@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..fabric import nccl_env
-from ..ports import BLOCK_SIZE, RayPorts, ray_ports
+from ..image import image_reference
+from ..lifecycle.ray_node import ephemeral_ports_function
+from ..ports import RayPorts, ray_ports
 from ..spec import Environment
 
 SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
@@ -65,7 +67,45 @@ def host_ports(env: Environment) -> RayPorts | None:
     start = env.kubernetes.network.host_port_start
     if start is None:
         return None
-    return ray_ports(start, start + BLOCK_SIZE - 1, 0)
+    size = env.gang.pool.ray_block_size
+    return ray_ports(start, start + size - 1, 0, size)
+
+
+# Ray's worker ports in a pod with a network of its own: `ray start`'s defaults for --min-worker-port and
+# --max-worker-port (ray/scripts/scripts.py, Ray 2.60), as the job's rayStartParams name none there.
+POD_WORKER_PORTS = (10002, 19999)
+PORTS_CONTAINER = "ray-ports"
+# Reads two files under /proc: the smallest request.
+PORTS_CPU = "100m"
+PORTS_MEMORY = "64Mi"
+
+
+def checked_ports(env: Environment, host_network: bool) -> tuple[int, int]:
+    """The ports of a pod's Ray the node's kernel must not hand out: the job's host block on the host
+    network, Ray's default worker range in a pod network."""
+    ports = host_ports(env) if host_network else None
+    return (ports.gcs, ports.max_worker) if ports is not None else POD_WORKER_PORTS
+
+
+def ray_ports_container(env: Environment, host_network: bool) -> dict[str, Any]:
+    """The init container that runs the lifecycle's `ray_ports_clear` (grpo_infra/lifecycle/ephemeral_ports.sh.j2)
+    in the pod's own network namespace, before `ray start`: the node's (host network) or the pod's
+    net.ipv4.ip_local_port_range against the pod's Ray ports; a failure keeps the pod from starting, its
+    one line in the log and `kubectl describe` (FallbackToLogsOnError)."""
+    low, high = checked_ports(env, host_network)
+    script = ephemeral_ports_function() + (
+        'why=$(ray_ports_clear "$GRPO_NODE_NAME" "$1" "$2") || { printf "grpo: ERROR: %s\\n" "$why" >&2; exit 1; }\n'
+    )
+    limits = {"cpu": PORTS_CPU, "memory": PORTS_MEMORY}
+    return {
+        "name": PORTS_CONTAINER,
+        "image": image_reference(env),
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["bash", "-c", script, PORTS_CONTAINER, str(low), str(high)],
+        "env": [{"name": "GRPO_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "resources": {"requests": limits, "limits": limits},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
 
 
 def worker_ray_start_params(env: Environment) -> dict[str, str]:

@@ -21,7 +21,14 @@ from .access import secret_references
 from .disruption import disruption_annotations
 from .gate import gate_enabled, gate_mount, gate_sidecar, gate_volume
 from .labels import JOB_LABEL, MANAGED_BY, head_pod_labels, ray_token_secret_name
-from .network import worker_annotations, worker_nccl_env, worker_pod_network, worker_ray_start_params
+from .network import (
+    host_networking,
+    ray_ports_container,
+    worker_annotations,
+    worker_nccl_env,
+    worker_pod_network,
+    worker_ray_start_params,
+)
 from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
@@ -186,8 +193,13 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_n
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
-        # The guard's program comes from the job's ConfigMap, named by its hash (`guard_config_map_name`).
-        "initContainers": [image_guard_container(env, gpu_node)],
+        # The guard's program comes from the job's ConfigMap, named by its hash (`guard_config_map_name`);
+        # then the node's ephemeral port range against the pod's Ray ports (the workers are the pods on the
+        # host network, when the stack asks for it).
+        "initContainers": [
+            image_guard_container(env, gpu_node),
+            ray_ports_container(env, host_network=gpu_node and host_networking(env)),
+        ],
         "containers": [container],
         "volumes": [*_volumes(env, memory_mi), guard_volume(env)],
     }

@@ -46,7 +46,9 @@ def node_functions(env: Environment, ports: PortRange, interface: str | None) ->
     The dashboard is on by default here: `ray job submit` goes through it."""
     return render_template(
         "launcher_node.sh.j2",
-        lifecycle=library(ports, dashboard_default=1, debug_start_args=debug.ray_start_args(env)),
+        lifecycle=library(
+            ports, env.gang.pool.ray_block_size, dashboard_default=1, debug_start_args=debug.ray_start_args(env)
+        ),
         exports=[(name, single_quoted(value)) for name, value in job_environment(env, interface)],
         # Double quotes: the log directory is the node's own, expanded on the node.
         debug_exports=[(name, f'"{value}"') for name, value in debug.debug_env(env, NODE_LOG_DIR)],

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from ..ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, block_count
+from ..ports import FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..spec.slurm import PortRange
 from . import CHECKPOINT_TRACKER
 
@@ -51,13 +51,13 @@ class PortVar:
     offset: int
 
 
-def port_vars() -> list[PortVar]:
-    """The port block's shell variables, from the one rule in grpo_infra/ports.py."""
+def port_vars(block_size: int) -> list[PortVar]:
+    """The port block's shell variables for blocks of `block_size` ports, from the one rule in grpo_infra/ports.py."""
     fixed = [PortVar(f"GRPO_RAY_{name.upper()}_PORT", offset) for name, offset in FIXED_OFFSETS.items()]
     return [
         *fixed,
         PortVar("GRPO_RAY_MIN_WORKER_PORT", WORKER_OFFSET),
-        PortVar("GRPO_RAY_MAX_WORKER_PORT", BLOCK_SIZE - 1),
+        PortVar("GRPO_RAY_MAX_WORKER_PORT", block_size - 1),
     ]
 
 
@@ -65,8 +65,15 @@ def port_vars() -> list[PortVar]:
 DEFAULT_READY_TIMEOUT_S = 300
 
 
-def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[str]) -> str:
-    """The lifecycle's bash functions for a stack whose Ray uses `ports`.
+def ephemeral_ports_function() -> str:
+    """`ray_ports_clear`, the lifecycle's check of the node's ephemeral port range, alone: for the Kubernetes
+    pods, whose `ray start` is KubeRay's (the library embeds the same text)."""
+    return shell_templates("grpo_infra.lifecycle", "").get_template("ephemeral_ports.sh.j2").render()
+
+
+def library(ports: PortRange, block_size: int, *, dashboard_default: int, debug_start_args: list[str]) -> str:
+    """The lifecycle's bash functions for a stack whose Ray uses `ports`, in blocks of `block_size` ports
+    (the pool's `ray_block_size`).
 
     `dashboard_default` is GRPO_RAY_DASHBOARD's default (the sbatch trains without the dashboard; the
     launchers submit through the Jobs API, which the dashboard serves); `debug_start_args` are
@@ -74,9 +81,9 @@ def library(ports: PortRange, *, dashboard_default: int, debug_start_args: list[
     context: dict[str, Any] = {
         "port_start": ports.start,
         "port_end": ports.end,
-        "port_blocks": block_count(ports.start, ports.end),
-        "block_size": BLOCK_SIZE,
-        "port_vars": port_vars(),
+        "port_blocks": block_count(ports.start, ports.end, block_size),
+        "block_size": block_size,
+        "port_vars": port_vars(block_size),
         "dashboard_default": dashboard_default,
         "debug_start_args": debug_start_args,
         "ready_program": READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),

@@ -205,7 +205,12 @@ def sbatch(env: Environment) -> str:
         time_limit=slurm.time_limit,
         signal_secs=SIGNAL_BEFORE_LIMIT_S,
         interface=shlex.quote(slurm.interface),
-        lifecycle=library(slurm.ray_ports, dashboard_default=0, debug_start_args=debug.ray_start_args(env)),
+        lifecycle=library(
+            slurm.ray_ports,
+            env.gang.pool.ray_block_size,
+            dashboard_default=0,
+            debug_start_args=debug.ray_start_args(env),
+        ),
         ready_timeout=DEFAULT_READY_TIMEOUT_S,
         exports=[(name, single_quoted(value)) for name, value in job_environment(env).items()],
         secrets=[s.env for s in job.secrets],

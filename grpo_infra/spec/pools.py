@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import hostlist
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
+from ..ports import block_size
 from .base import DnsLabel, PositiveInt, ResourceName, SpecModel
 from .providers import EFA_INTERFACES, GKE_GPU_TAINT, efa_interfaces
 from .strings import DisplayName, Hostlist
@@ -350,6 +351,11 @@ class Pool(SpecModel):
     def host_names(self) -> list[str]:
         """The pool's hosts, expanded; empty for cloud pools sized by count."""
         return hostlist.expand_hostlist(self.hosts) if self.hosts else []
+
+    @property
+    def ray_block_size(self) -> int:
+        """Ports of a job's Ray block on these nodes, sized from their CPUs and GPUs (grpo_infra/ports.py)."""
+        return block_size(self.cpus, self.gpu.per_node)
 
     @property
     def node_count(self) -> int:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
-from ..ports import BLOCK_SIZE, block_count
+from ..ports import MIN_BLOCK_SIZE, block_count
 from .base import DnsLabel, SpecModel
 from .strings import MAX_PATH, Hostlist, Location, visible
 
@@ -227,8 +227,8 @@ class Slurm(SpecModel):
 
     @model_validator(mode="after")
     def _ports_hold_a_block(self) -> Slurm:
-        if block_count(self.ray_ports.start, self.ray_ports.end) < 1:
-            raise ValueError(f"`rayPorts` must span at least {BLOCK_SIZE} ports (one job's block)")
+        if block_count(self.ray_ports.start, self.ray_ports.end, MIN_BLOCK_SIZE) < 1:
+            raise ValueError(f"`rayPorts` must span at least {MIN_BLOCK_SIZE} ports (one job's smallest block)")
         return self
 
     @model_validator(mode="after")

@@ -21,6 +21,7 @@ DOC = ROOT / "docs" / "check.md"
 # launcher's name, and only the `ray` launcher and Slurm share nodes between jobs): every id each can give.
 COMPUTED = {
     "{target}-ports-ephemeral": {f"{t}-ports-ephemeral" for t in ("slurm", *LAUNCHERS)},
+    "{target}-ports-block": {f"{t}-ports-block" for t in ("slurm", *LAUNCHERS)},
     "{target}-ports-shared-nodes": {"slurm-ports-shared-nodes", "ray-ports-shared-nodes"},
     "{target}-interface": {f"{t}-interface" for t in ("slurm", *LAUNCHERS)},
 }

@@ -18,11 +18,19 @@ from grpo_infra.spec.slurm import PortRange
 from tests.slurm.shell import functions
 from tests.slurm.variants import stack
 
-LIBRARY = ("log", "fail", "ray_port_block", "ray_start_args", "ray_socket_interfaces", "interface_of")
+LIBRARY = (
+    "log",
+    "fail",
+    "ray_port_block",
+    "ray_ports_clear",
+    "ray_start_args",
+    "ray_socket_interfaces",
+    "interface_of",
+)
 
 
-def _scripts() -> dict[str, tuple[str, PortRange]]:
-    """Each launch path's node script, with the port range its stack gives it."""
+def _scripts() -> dict[str, tuple[str, PortRange, int]]:
+    """Each launch path's node script, with the port range its stack gives it and its pool's block size."""
     local, gke, eks = stack("local-slurm"), stack("gke-dev"), stack("eks-prod")
     from grpo_infra.launchers import render_files as launcher_files
     from grpo_infra.slurmgen import SBATCH_PATH
@@ -34,11 +42,11 @@ def _scripts() -> dict[str, tuple[str, PortRange]]:
     sky = yaml.safe_load(launcher_files(gke)["skypilot/task.yaml"])
     dstack = yaml.safe_load(launcher_files(eks)["dstack/task.dstack.yml"])
     return {
-        "sbatch": (slurm_files(local)[SBATCH_PATH], local.slurm.ray_ports),
-        "ray/head.sh": (ray["ray/head.sh"], local.launchers.ray.ray_ports),
-        "ray/worker.sh": (ray["ray/worker.sh"], local.launchers.ray.ray_ports),
-        "skypilot run": (sky["run"], gke.launchers.skypilot.ray_ports),
-        "dstack command": (dstack["commands"][0], eks.launchers.dstack.ray_ports),
+        "sbatch": (slurm_files(local)[SBATCH_PATH], local.slurm.ray_ports, local.gang.pool.ray_block_size),
+        "ray/head.sh": (ray["ray/head.sh"], local.launchers.ray.ray_ports, local.gang.pool.ray_block_size),
+        "ray/worker.sh": (ray["ray/worker.sh"], local.launchers.ray.ray_ports, local.gang.pool.ray_block_size),
+        "skypilot run": (sky["run"], gke.launchers.skypilot.ray_ports, gke.gang.pool.ray_block_size),
+        "dstack command": (dstack["commands"][0], eks.launchers.dstack.ray_ports, eks.gang.pool.ray_block_size),
     }
 
 
@@ -54,7 +62,7 @@ def _bash(program: str, env: dict[str, str] | None = None) -> subprocess.Complet
 @pytest.mark.parametrize("path", SCRIPTS)
 @pytest.mark.parametrize("role", ["head", "worker"])
 def test_every_port_ray_start_is_given_is_in_the_runs_block(path: str, role: str) -> None:
-    script, ports = SCRIPTS[path]
+    script, ports, size = SCRIPTS[path]
     run = 7
     program = functions(script, *LIBRARY) + (
         f'ray_port_block {run}; ray_start_args {role} 10.0.0.5 /tmp/grpo-7/n1 4 8 10.0.0.1; printf "%s\\n" "${{ray_args[@]}}"; '
@@ -63,7 +71,7 @@ def test_every_port_ray_start_is_given_is_in_the_runs_block(path: str, role: str
     proc = _bash(program)
     assert proc.returncode == 0, proc.stderr
     args = dict(a.removeprefix("--").split("=", 1) for a in proc.stdout.split() if "=" in a)
-    block = ray_ports(ports.start, ports.end, run)
+    block = ray_ports(ports.start, ports.end, run, size)
     given = {k: int(v) for k, v in args.items() if k.endswith("port") and v != "0"}
     assert given, args
     assert all(block.gcs <= p <= block.max_worker for p in given.values()), (block, given)
@@ -82,7 +90,7 @@ def test_every_port_ray_start_is_given_is_in_the_runs_block(path: str, role: str
 
 @pytest.mark.parametrize("path", SCRIPTS)
 def test_nccl_and_gloo_get_an_interface_on_every_path_the_fallback_included(path: str) -> None:
-    script, _ = SCRIPTS[path]
+    script, _, _ = SCRIPTS[path]
     show = 'ray_socket_interfaces ens5; echo "$NCCL_SOCKET_IFNAME $GLOO_SOCKET_IFNAME"'
     body = functions(script, *LIBRARY)
     # The stack named no interface: the one carrying Ray's address.
@@ -105,7 +113,7 @@ def test_nccl_and_gloo_get_an_interface_on_every_path_the_fallback_included(path
 
 @pytest.mark.parametrize("path", SCRIPTS)
 def test_the_stop_ends_the_gcs_last_and_only_this_runs_ray(path: str, tmp_path: Path) -> None:
-    script, _ = SCRIPTS[path]
+    script, _, _ = SCRIPTS[path]
     mine, other, order = tmp_path / "grpo-7" / "node1", tmp_path / "grpo-8" / "node1", tmp_path / "order"
     mine.mkdir(parents=True), other.mkdir(parents=True)
     fake = (
@@ -140,7 +148,7 @@ def test_the_stop_ends_the_gcs_last_and_only_this_runs_ray(path: str, tmp_path: 
 
 
 def test_the_sbatch_gives_each_node_of_the_job_its_own_temp_dir_and_address() -> None:
-    script, _ = SCRIPTS["sbatch"]
+    script, _, _ = SCRIPTS["sbatch"]
     program = (
         functions(script, "log", "fail", "ray_socket_interfaces", "node_entry", "start_ray_node")
         + 'run_ray_node() { echo "$@"; }\nstart_ray_node'
@@ -158,7 +166,7 @@ def test_the_sbatch_gives_each_node_of_the_job_its_own_temp_dir_and_address() ->
 
 @pytest.mark.parametrize("requeue", ["1", "0"])
 def test_the_time_limit_signal_reaches_the_batch_shell_and_requeues(requeue: str, tmp_path: Path) -> None:
-    script, _ = SCRIPTS["sbatch"]
+    script, _, _ = SCRIPTS["sbatch"]
     assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:USR1@120" in script
     assert "\ntrap on_time_limit USR1\n" in script
     calls = tmp_path / "calls"

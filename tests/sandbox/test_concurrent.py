@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from grpo_infra import sandbox, synth
-from grpo_infra.ports import ray_ports
+from grpo_infra.ports import MIN_BLOCK_SIZE, ray_ports
 from grpo_infra.sandbox import jobs
 from grpo_infra.sandbox.plan import Plan
 from grpo_infra.spec import Environment, load_stack
@@ -246,7 +246,9 @@ def test_each_probe_sees_exactly_its_own_nodes_and_gpus(observed: Observed, shar
 def test_port_blocks_differ_and_both_are_bound_on_every_node(observed: Observed, shared_sandbox: Plan) -> None:
     assert shared_sandbox.env.slurm is not None
     rng = shared_sandbox.env.slurm.ray_ports
-    blocks = {job: ray_ports(rng.start, rng.end, job) for job in (observed.cancelled, observed.survivor)}
+    blocks = {
+        job: ray_ports(rng.start, rng.end, job, MIN_BLOCK_SIZE) for job in (observed.cancelled, observed.survivor)
+    }
     a, b = blocks[observed.cancelled], blocks[observed.survivor]
     assert not a.all() & b.all()
     for job, ports in blocks.items():

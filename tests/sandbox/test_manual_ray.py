@@ -17,7 +17,7 @@ import pytest
 
 from grpo_infra import synth
 from grpo_infra.launchers import ray as ray_launcher
-from grpo_infra.ports import ray_ports
+from grpo_infra.ports import MIN_BLOCK_SIZE, ray_ports
 from grpo_infra.sandbox.plan import Plan
 from tests.sandbox.nodes import BIN, CHECK_GANG, in_node_command, ray_processes
 
@@ -102,7 +102,7 @@ class Cluster:
         _in_node(self.plan, "node1", [str(self.scripts / "head.sh"), "stop"], self.env)
 
     def dashboard(self) -> str:
-        ports = ray_ports(30000, 32767, self.run)
+        ports = ray_ports(30000, 32767, self.run, MIN_BLOCK_SIZE)
         return f"http://{self.head.address}:{ports.dashboard}"
 
     def final_status(self, submission: str, timeout: float = 300) -> tuple[str, str]:
@@ -150,7 +150,7 @@ def test_manual_cluster_runs_the_job_and_stops_clean(
     assert "ray cluster ready: 3 nodes, 24 GPUs" in ready
     # The dashboard (the Jobs API) listens on the interface's address in run 3's block, not on every
     # interface. (GCS and raylets bind every interface whatever Ray is told: the token guards them.)
-    dashboard = ray_ports(30000, 32767, 3).dashboard
+    dashboard = ray_ports(30000, 32767, 3, MIN_BLOCK_SIZE).dashboard
     listening = subprocess.run(
         ["nsenter", f"--net=/run/netns/{local_sandbox.nodes[0].namespace}", "ss", "-ltnH"],
         capture_output=True,

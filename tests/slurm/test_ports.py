@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from grpo_infra.ports import BLOCK_SIZE, FIXED_OFFSETS, WORKER_OFFSET, RayPorts, block_count, ray_ports
+from grpo_infra.ports import FIXED_OFFSETS, MIN_BLOCK_SIZE, WORKER_OFFSET, RayPorts, block_count, ray_ports
 from grpo_infra.slurmgen import render_files
 from tests.slurm.shell import functions
 from tests.slurm.variants import SLURM_STACKS, stack, variant
@@ -46,31 +46,33 @@ def test_shell_and_python_agree(name: str) -> None:
     script = render_files(env)["slurm/grpo.sbatch"]
     job_ids = [*range(0, 600), 4242, 65536, 999_999, 2**31 - 1, *range(10_000_000, 10_000_050)]
     shell = _shell_ports(script, job_ids)
-    assert shell == {j: ray_ports(r.start, r.end, j) for j in job_ids}
+    size = env.gang.pool.ray_block_size
+    assert shell == {j: ray_ports(r.start, r.end, j, size) for j in job_ids}
 
 
 @given(
     start=st.integers(1024, 60000),
-    size=st.integers(BLOCK_SIZE, 20 * BLOCK_SIZE),
+    span=st.integers(MIN_BLOCK_SIZE, 20 * MIN_BLOCK_SIZE),
+    block=st.sampled_from([MIN_BLOCK_SIZE, 320, 384, 1088]),
     first=st.integers(0, 10**9),
 )
-def test_consecutive_jobs_never_share_a_port(start: int, size: int, first: int) -> None:
-    end = min(start + size - 1, 65535)
-    blocks = block_count(start, end)
+def test_consecutive_jobs_never_share_a_port(start: int, span: int, block: int, first: int) -> None:
+    end = min(start + span - 1, 65535)
+    blocks = block_count(start, end, block)
     if blocks < 1:
         return
     seen: set[int] = set()
     for job in range(first, first + blocks):
-        ports = ray_ports(start, end, job)
+        ports = ray_ports(start, end, job, block)
         mine = ports.all()
-        assert len(mine) == len(FIXED_OFFSETS) + BLOCK_SIZE - WORKER_OFFSET
+        assert len(mine) == len(FIXED_OFFSETS) + block - WORKER_OFFSET
         assert min(mine) >= start and max(mine) <= end
         assert not seen & mine, f"job {job} reuses a port of an earlier job"
         seen |= mine
 
 
 def test_fixed_ports_are_distinct_and_outside_the_worker_range() -> None:
-    ports = ray_ports(20000, 29999, 7)
+    ports = ray_ports(20000, 29999, 7, MIN_BLOCK_SIZE)
     fixed = [getattr(ports, f.name) for f in fields(RayPorts) if f.name not in ("min_worker", "max_worker")]
     assert len(set(fixed)) == len(fixed)
     assert all(p < ports.min_worker for p in fixed)
@@ -79,6 +81,6 @@ def test_fixed_ports_are_distinct_and_outside_the_worker_range() -> None:
 
 def test_a_range_smaller_than_one_block_is_refused() -> None:
     with pytest.raises(ValueError, match="smaller than one block"):
-        ray_ports(20000, 20000 + BLOCK_SIZE - 2, 1)
-    with pytest.raises(ValidationError, match=f"must span at least {BLOCK_SIZE} ports"):
+        ray_ports(20000, 20000 + MIN_BLOCK_SIZE - 2, 1, MIN_BLOCK_SIZE)
+    with pytest.raises(ValidationError, match=f"must span at least {MIN_BLOCK_SIZE} ports"):
         variant("local-slurm", lambda d: d["slurm"].update(rayPorts={"start": 20000, "end": 20100}))

@@ -83,7 +83,7 @@ def task(env: Environment) -> dict[str, Any]:
         )
     ]
     # The dashboard, forwarded to the user's localhost by an attached `dstack apply`.
-    document["ports"] = [ray_ports(spec.ray_ports.start, spec.ray_ports.end, 0).dashboard]
+    document["ports"] = [ray_ports(spec.ray_ports.start, spec.ray_ports.end, 0, env.gang.pool.ray_block_size).dashboard]
     document["resources"] = resources
     if spec.fleet is not None:
         document["fleets"] = [spec.fleet.name]

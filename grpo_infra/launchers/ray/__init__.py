@@ -34,7 +34,7 @@ def _context(env: Environment) -> dict[str, object]:
         "gpus_per_node": gang.gpus_per_node,
         "port_start": ray.ray_ports.start,
         "port_end": ray.ray_ports.end,
-        "port_blocks": block_count(ray.ray_ports.start, ray.ray_ports.end),
+        "port_blocks": block_count(ray.ray_ports.start, ray.ray_ports.end, gang.pool.ray_block_size),
         "ready_timeout": DEFAULT_READY_TIMEOUT_S,
         "secrets": [s.env for s in env.job.secrets],
         "interface": ray.interface,

@@ -54,7 +54,9 @@ def task(env: Environment) -> dict[str, Any]:
     if sky.disk_size_gb is not None:
         resources["disk_size"] = sky.disk_size_gb
     if sky.expose_dashboard:
-        resources["ports"] = [ray_ports(sky.ray_ports.start, sky.ray_ports.end, 0).dashboard]
+        resources["ports"] = [
+            ray_ports(sky.ray_ports.start, sky.ray_ports.end, 0, env.gang.pool.ray_block_size).dashboard
+        ]
     document: dict[str, Any] = {
         "name": env.job.name,
         "num_nodes": gang.nodes,

@@ -38,6 +38,42 @@ ray_port_block() {
   export GRPO_RAY_GCS_PORT GRPO_RAY_DASHBOARD_PORT GRPO_RAY_CLIENT_PORT GRPO_RAY_NODE_MANAGER_PORT GRPO_RAY_OBJECT_MANAGER_PORT GRPO_RAY_RUNTIME_ENV_AGENT_PORT GRPO_RAY_DASHBOARD_AGENT_GRPC_PORT GRPO_RAY_DASHBOARD_AGENT_HTTP_PORT GRPO_RAY_METRICS_EXPORT_PORT GRPO_RAY_AUTOSCALER_METRICS_PORT GRPO_RAY_DASHBOARD_METRICS_PORT GRPO_RAY_STOP_ORDER_PORT GRPO_RAY_MIN_WORKER_PORT GRPO_RAY_MAX_WORKER_PORT
 }
 
+# ray_ports_clear NODE LOW HIGH: nothing, status 0, when the kernel can hand none of Ray's ports LOW..HIGH to an
+# outgoing connection on this node; else one line saying which and what to do, status 1. The kernel picks a
+# client socket's local port (connect(), or bind() to port 0) from net.ipv4.ip_local_port_range, leaving out
+# net.ipv4.ip_local_reserved_ports ("These ports will not be used by automatic port assignments ... Explicit
+# port allocation behavior is unchanged": Documentation/networking/ip-sysctl.rst), so a port of the range that
+# is not reserved can be taken before Ray binds it, and Ray's bind fails; Ray binds its own ports explicitly,
+# so a reserved port stays Ray's. Both settings belong to the network namespace: a Slurm step, a launcher's
+# node and a host-networked pod read the host's, a pod with its own network its own (a new namespace starts
+# at 32768 60999). Read here at every start: some GPU node images widen the range (9000 65000 on DGX and
+# GB200 images), past the stock 32768-60999 that `grpo-infra check` assumes.
+ray_ports_clear() {
+  local node=$1 low=$2 high=$3 sys=/proc/sys/net/ipv4 first last reserved="" range port from to taken=0 a="" b=""
+  if ! read -r first last 2>/dev/null <"$sys/ip_local_port_range" || [[ ! $first =~ ^[0-9]+$ || ! $last =~ ^[0-9]+$ ]]; then
+    echo "cannot read $sys/ip_local_port_range on $node to check Ray's ports $low-$high against it"
+    return 1
+  fi
+  read -r reserved 2>/dev/null <"$sys/ip_local_reserved_ports" || reserved=""
+  from=$(( low > first ? low : first )) to=$(( high < last ? high : last ))
+  for (( port = from; port <= to; port++ )); do
+    for range in ${reserved//,/ }; do
+      # A reserved range "A-B" or port "A": skip past it.
+      if (( port >= ${range%-*} && port <= ${range#*-} )); then
+        port=${range#*-}
+        continue 2
+      fi
+    done
+    taken=$(( taken + 1 )) b=$port
+    [[ -n $a ]] || a=$port
+  done
+  (( taken == 0 )) && return 0
+  echo "Ray's ports $low-$high overlap the ephemeral port range $first-$last of node $node (net.ipv4.ip_local_port_range):" \
+    "$taken of them ($a-$b) are not in net.ipv4.ip_local_reserved_ports, and any outgoing connection can take one" \
+    "before Ray binds it; add $low-$high to net.ipv4.ip_local_reserved_ports on the node, or give Ray ports outside $first-$last"
+  return 1
+}
+
 # The interface that carries IPv4 address $1 on this host (empty when `ip` is missing).
 interface_of() {
   command -v ip >/dev/null 2>&1 || return 0
@@ -90,13 +126,16 @@ ray_socket_interfaces() {
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 # ray_start_args ROLE ADDRESS TEMP_DIR CPUS GPUS [HEAD_ADDRESS]: this job's `ray start` options for this
-# node, in the array ray_args (and, on the head, the metrics servers' ports in the environment). Every port
+# node, in the array ray_args (and, on the head, the metrics servers' ports in the environment), once the
+# node's ephemeral port range is found clear of the run's block (ray_ports_clear; else the job fails with
+# its line). Every port
 # Ray binds is in the run's block, the dashboard's too: with
 # `--include-dashboard=false` the head still runs the dashboard's API server (Ray 2.60, start_api_server
 # in ray/_private/services.py), on --dashboard-port. The dashboard is served when GRPO_RAY_DASHBOARD=1
 # (default 1), on ADDRESS or GRPO_RAY_DASHBOARD_HOST.
 ray_start_args() {
-  local role=$1 addr=$2 temp_dir=$3 cpus=$4 gpus=$5 head=${6:-}
+  local role=$1 addr=$2 temp_dir=$3 cpus=$4 gpus=$5 head=${6:-} why
+  why=$(ray_ports_clear "${SLURMD_NODENAME:-$(hostname)}" "$GRPO_RAY_GCS_PORT" "$GRPO_RAY_MAX_WORKER_PORT") || fail "$why"
   ray_args=(
     --node-ip-address="$addr" --num-gpus="$gpus" --temp-dir="$temp_dir"
     --node-manager-port="$GRPO_RAY_NODE_MANAGER_PORT" --object-manager-port="$GRPO_RAY_OBJECT_MANAGER_PORT"
