@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from grpo_infra import verl
 from grpo_infra.image.verl_releases import RELEASES, config_keys, flatten_keys
 from grpo_infra.spec import load_stack
-from grpo_infra.spec.job import DERIVED_OVERRIDES
+from grpo_infra.spec.job import DERIVED_OVERRIDES, LAYOUT_OVERRIDES, REWARD_MODEL_OVERRIDES
 from tests.conftest import ROOT, SHIPPED_STACKS
 
 
@@ -120,5 +120,9 @@ def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
     """Hydra keeps the last value of a key: an extra override of a spec-set key would silently win."""
     env = load_stack(stack, ROOT).environment
     spec_set = {k.removeprefix("+") for k, _ in verl.overrides(env)} - {k.removeprefix("+") for k in env.job.overrides}
-    # The attention implementation is passed only when it is not verl's default.
-    assert spec_set | {verl.ATTENTION_KEY.removeprefix("+")} == DERIVED_OVERRIDES
+    # The attention implementation is passed only when it is not verl's default; a layout's keys only for
+    # a disaggregated job, a reward model's only when it has that role.
+    unused = {verl.ATTENTION_KEY.removeprefix("+")} | REWARD_MODEL_OVERRIDES
+    if not env.disaggregated:
+        unused |= LAYOUT_OVERRIDES
+    assert spec_set | unused == DERIVED_OVERRIDES
