@@ -83,6 +83,9 @@ def entrypoint(env: Environment) -> tuple[str, ...]:
 def layout_overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
     """What a disaggregated layout tells verl 0.9.1's fully asynchronous trainer (none when colocated).
 
+    - `actor_rollout_ref.hybrid_engine` false: the trainer and the rollouter both assert it
+      (fully_async_trainer.py:75-76, fully_async_rollouter.py:348-350); ppo_trainer's default is true and
+      fully_async_ppo_trainer.yaml leaves it so.
     - `rollout.nnodes` / `rollout.n_gpus_per_node`: the rollout role's nodes and its pool's GPUs per node;
       fully_async_main.py:235-236 copies them into `actor_rollout_ref.rollout`, and the rollout replicas
       take their GPUs from them (fully_async_trainer.py:171, workers/rollout/replica.py:189-208).
@@ -101,6 +104,7 @@ def layout_overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
     batch = env.job.batch
     rollout = roles["rollout"]
     pairs: list[tuple[str, OverrideValue]] = [
+        ("actor_rollout_ref.hybrid_engine", False),
         (ROLLOUT_NNODES, rollout.nodes),
         (ROLLOUT_N_GPUS_PER_NODE, rollout.gpus_per_node),
         ("rollout.total_rollout_steps", None),

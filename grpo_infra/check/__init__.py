@@ -40,7 +40,13 @@ def warnings(env: Environment) -> list[Violation]:
 
 def findings(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, waived or not, target-independent rules first."""
-    found = [*gang_violations(env), *layout_violations(env), *verl_violations(env), *image_violations(env), *checkpoint_violations(env)]
+    found = [
+        *gang_violations(env),
+        *layout_violations(env),
+        *verl_violations(env),
+        *image_violations(env),
+        *checkpoint_violations(env),
+    ]
     found += stand_in_violations(env)
     kinds = kind_violations(env)
     found += kinds

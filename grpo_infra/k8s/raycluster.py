@@ -65,8 +65,7 @@ def worker_groups(env: Environment) -> list[dict[str, Any]]:
     if not roles:
         return [_worker_group(env, env.gang.pool, env.gang.nodes, worker_group_name(env), {})]
     return [
-        _worker_group(env, r.pool, r.nodes, r.group_name, {pool_resource(r.pool.name): r.gpus_per_node})
-        for r in roles
+        _worker_group(env, r.pool, r.nodes, r.group_name, {pool_resource(r.pool.name): r.gpus_per_node}) for r in roles
     ]
 
 

@@ -13,8 +13,8 @@ from .checks import Checks
 from .image import Image
 from .job import Job
 from .kubernetes import Kubernetes
-from .layout import Disaggregated, RoleGang
 from .launchers import Launchers
+from .layout import Disaggregated, RoleGang
 from .pools import Pool
 from .slurm import Slurm
 from .strings import FreeText

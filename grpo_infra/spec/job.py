@@ -65,6 +65,7 @@ DERIVED_OVERRIDES = frozenset(
 # and what the fully asynchronous trainer needs, and a reward model role's shape.
 LAYOUT_OVERRIDES = frozenset(
     {
+        "actor_rollout_ref.hybrid_engine",
         "rollout.nnodes",
         "rollout.n_gpus_per_node",
         "rollout.total_rollout_steps",
@@ -349,7 +350,9 @@ class Job(SpecModel):
         description="The pool the gang runs on (layout `colocated`); a disaggregated job names a pool per role "
         "in `layout` instead.",
     )
-    nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
+    nodes: PositiveInt | None = Field(
+        default=None, description="Gang size in nodes; the whole pool when omitted (layout `colocated` only)."
+    )
     layout: Layout = Field(default_factory=Colocated)
     """Where GRPO's roles run: `colocated` (the default) or `disaggregated` (docs/spec.md, "Layout")."""
     model_path: Location

@@ -55,8 +55,8 @@ class Disaggregated(SpecModel):
     reward_model: RolePool | None = Field(
         default=None,
         description="A reward model served on nodes of its own: verl's `reward.reward_model.nnodes` and "
-        "`n_gpus_per_node` (standalone, `enable_resource_pool`). `check` refuses it on verl 0.9.1, which cannot "
-        "keep its replicas off the rollout's nodes (docs/kubernetes.md, \"Disaggregated GRPO\").",
+        "`n_gpus_per_node` (standalone, `enable_resource_pool`). It must share the rollout's pool: verl 0.9.1 places "
+        'its replicas and the rollout\'s by GPU count alone (docs/kubernetes.md, "Disaggregated GRPO").',
     )
 
     def roles(self) -> list[tuple[Role, RolePool]]:
