@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .. import verl
 from ..spec import Environment
 
 MAX_GPU_NODES = 2
@@ -124,7 +125,10 @@ def _image(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     job = data["job"]
     if env.job.probe is None:
         job["probe"] = dict(PROBE)
-        subs.append(Substitution("entrypoint", "verl (main_ppo)", f"the probe, {PROBE['steps']} checkpointed steps"))
+        verl_module = verl.entrypoint(env)[-1].rsplit(".", 1)[-1]  # main_ppo, or fully_async_main
+        subs.append(
+            Substitution("entrypoint", f"verl ({verl_module})", f"the probe, {PROBE['steps']} checkpointed steps")
+        )
     if env.job.preflight.nccl.enabled:
         job.setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
         subs.append(Substitution("fabric gate", "on (nccl-tests all-reduce)", "off (the CPU variant has no torch)"))

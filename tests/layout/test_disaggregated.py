@@ -3,6 +3,7 @@ objects are derived from it, and `check` refuses a layout Kueue could never admi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from grpo_infra import verl
+from grpo_infra import probe, training, verl
 from grpo_infra.check import violations
 from grpo_infra.image.verl_releases import (
     FULLY_ASYNC_CONFIG_IN_WHEEL,
@@ -22,6 +23,7 @@ from grpo_infra.k8s import objects
 from grpo_infra.k8s.kinds import with_gang_views
 from grpo_infra.nodepools.resources import all_pool_resources
 from grpo_infra.spec import Environment, SpecError, environment_from_config, load_stack
+from grpo_infra.spec.layout import POOL_RESOURCE_PREFIX
 from grpo_infra.validate.rules import admission_errors
 from tests.conftest import ROOT
 from tests.verl.test_overrides import _fully_async, _verl_config_dir
@@ -303,3 +305,44 @@ def test_a_bad_layout_field_is_named_as_the_stack_file_spells_it(path: str, valu
         _env(_set(path, value))
     message = str(refused.value)
     assert f"grpo-infra:environment.{expected}" in message and "\n" not in message.strip(), message
+
+
+def _with_probe(e: dict[str, Any]) -> None:
+    e["job"]["probe"] = {"steps": 2}
+
+
+def test_the_probe_stands_in_for_verl_with_every_roles_nodes_gpus_and_pool() -> None:
+    """The probe of a disaggregated job (a rehearsal's, item 4's) is told each role's shape and pool, in
+    verl's order, instead of the trainer's gang alone (which would count 2 nodes where Ray has 4)."""
+    env = _env(_with_probe)
+    argv = training.probe_command(env)
+    assert argv[:3] == ["python3", "-m", "grpo_infra.probe"]
+    args = probe.parse(argv[3:])
+    assert args.roles == [probe.Role("trainer", 2, 8, "a3-h100"), probe.Role("rollout", 2, 4, "g2-l4")]
+    assert "--nodes" not in argv and "--gpus-per-node" not in argv
+
+
+def test_the_probe_reads_the_pool_resource_the_workers_advertise() -> None:
+    assert probe.POOL_RESOURCE_PREFIX == POOL_RESOURCE_PREFIX
+    resources = json.loads(
+        json.loads(_ray_job(_env())["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["rayStartParams"]["resources"])
+    )
+    assert probe.node_pool({"CPU": 4.0, "GPU": 4.0, **resources}) == "g2-l4"
+    assert probe.node_pool({"CPU": 4.0}) is None
+
+
+def test_the_probe_names_a_rank_off_its_roles_pool() -> None:
+    roles = [probe.Role("trainer", 1, 2, "a3-h100"), probe.Role("rollout", 1, 1, "g2-l4")]
+    ranks = [
+        {"rank": 0, "role": "trainer", "node": "h1", "pool": "a3-h100"},
+        {"rank": 1, "role": "trainer", "node": "h1", "pool": "a3-h100"},
+        {"rank": 2, "role": "rollout", "node": "h1", "pool": "a3-h100"},
+    ]
+    assert probe.misplaced(ranks, roles) == ["rank 2 of role rollout ran on node h1 of pool a3-h100, not g2-l4"]
+    assert probe.misplaced(ranks[:2], roles) == []
+
+
+@pytest.mark.parametrize("bad", ["trainer", "trainer=2x8", "trainer=2@a3", "trainer=0x8@a3", "=2x8@a3", "t=2x8@"])
+def test_a_malformed_probe_role_is_refused(bad: str) -> None:
+    with pytest.raises(SystemExit):
+        probe.parse(["--checkpoint-dir", "/tmp/x", "--role", bad])
