@@ -261,7 +261,7 @@ def test_the_rollout_tp_must_divide_the_rollout_pools_node() -> None:
     assert "verl-rollout-tp" in found and "pool g2-l4" in found["verl-rollout-tp"][0]
 
 
-def test_slurm_and_launchers_refuse_a_disaggregated_job() -> None:
+def test_the_launchers_refuse_a_disaggregated_job() -> None:
     def with_launcher(e: dict[str, Any]) -> None:
         e["launchers"] = {"skypilot": {"infra": "k8s", "accelerator": "H100"}}
 
@@ -346,3 +346,20 @@ def test_the_probe_names_a_rank_off_its_roles_pool() -> None:
 def test_a_malformed_probe_role_is_refused(bad: str) -> None:
     with pytest.raises(SystemExit):
         probe.parse(["--checkpoint-dir", "/tmp/x", "--role", bad])
+
+
+def test_a_slurm_stack_refuses_a_disaggregated_job_naming_the_layout() -> None:
+    """Until the sbatch script holds every role (docs/slurm.md, "Disaggregated GRPO: not yet"), it would
+    start the trainer's gang alone: `check` refuses it, unwaivably."""
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-slurm.yaml").read_text())["config"]
+    job = config["grpo-infra:environment"]["job"]
+    del job["pool"], job["nodes"]
+    job["layout"] = {
+        "kind": "disaggregated",
+        "trainer": {"pool": "h100-ib", "nodes": 4},
+        "rollout": {"pool": "h100-ib", "nodes": 4},
+    }
+    env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "onprem-slurm")
+    found = [v for v in violations(env) if v.rule == "layout-target"]
+    assert [v.where for v in found] == ["grpo-infra:environment.job.layout.kind"]
+    assert "Kubernetes only" in found[0].message
