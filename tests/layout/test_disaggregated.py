@@ -22,6 +22,7 @@ from grpo_infra.image.verl_releases import (
 from grpo_infra.k8s import objects
 from grpo_infra.k8s.kinds import with_gang_views
 from grpo_infra.nodepools.resources import all_pool_resources
+from grpo_infra.rehearsal.plan import rehearsal
 from grpo_infra.spec import Environment, SpecError, environment_from_config, load_stack
 from grpo_infra.spec.layout import POOL_RESOURCE_PREFIX
 from grpo_infra.validate.rules import admission_errors
@@ -363,3 +364,19 @@ def test_a_slurm_stack_refuses_a_disaggregated_job_naming_the_layout() -> None:
     found = [v for v in violations(env) if v.rule == "layout-target"]
     assert [v.where for v in found] == ["grpo-infra:environment.job.layout.kind"]
     assert "Kubernetes only" in found[0].message
+
+
+def test_a_rehearsal_shrinks_every_role_with_its_pool_and_the_quota_with_the_job() -> None:
+    """Pools of 4 nodes shrink to 2 in a rehearsal: each role with them, and the tenant keeps a quota that
+    admits every role (else Kueue would admit none, and the rehearsal would prove nothing)."""
+
+    def bigger(e: dict[str, Any]) -> None:
+        e["pools"][0]["nodes"] = e["pools"][1]["nodes"] = 4
+        e["job"]["layout"]["trainer"]["nodes"] = e["job"]["layout"]["rollout"]["nodes"] = 4
+        e["tenants"][0]["gpuQuota"] = 48
+
+    planned = rehearsal(STACK, _env(bigger)).env
+    assert [(r.role, r.nodes) for r in planned.role_gangs()] == [("trainer", 2), ("rollout", 2)]
+    assert planned.tenants[0].gpu_quota == 24
+    assert not [v for v in violations(planned) if v.rule in ("layout-role-quota", "tenant-quota")]
+    assert "--role=rollout=2x4@g2-l4" in training.probe_command(planned)
