@@ -10,6 +10,13 @@ as the ranks of one process group: a lost node fails the attempt), and writes nu
 verl's layout (`global_step_<k>/`, `latest_checkpointed_iteration.txt`) so that a requeued run
 resumes after the last step the first run finished. Each event is one `PROBE {json}` line on
 stdout for tests, the demo and the benchmark to read.
+
+With `--role` (a disaggregated job: `--role trainer=2x8@a3-h100 --role rollout=2x4@g2-l4`) it places
+each role as verl 0.9.1 does, not by a bundle per node: per role in order (the trainer first,
+fully_async_main.py:77-84), per node of the role, one placement group of `gpus` bundles of one GPU each,
+STRICT_PACK, asking for GPUs by count only (verl/single_controller/ray/base.py:146-158); then it reports
+each rank's role, node and the pool that node advertises (`grpo_pool:<pool>`, the worker's
+`rayStartParams.resources`), and fails when a rank landed off its role's pool.
 """
 
 from __future__ import annotations
@@ -21,10 +28,52 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 LATEST = "latest_checkpointed_iteration.txt"
 HEAD_RESOURCE = "node:__internal_head__"
+# What a node of a disaggregated job advertises about its pool (grpo_infra/spec/layout.py POOL_RESOURCE_PREFIX;
+# the probe imports nothing of the project, so the prefix is repeated here and a test holds the two equal).
+POOL_RESOURCE_PREFIX = "grpo_pool:"
+
+
+class Role(NamedTuple):
+    """One role of a disaggregated job as `--role NAME=NODESxGPUS@POOL` gives it."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int
+    pool: str
+
+
+def role_arg(text: str) -> Role:
+    """`trainer=2x8@a3-h100` -> Role("trainer", 2, 8, "a3-h100")."""
+    try:
+        name, rest = text.split("=", 1)
+        shape, pool = rest.split("@", 1)
+        nodes, gpus = shape.split("x", 1)
+        role = Role(name, int(nodes), int(gpus), pool)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--role {text!r}: expected NAME=NODESxGPUS@POOL") from None
+    if not (role.name and role.pool) or role.nodes < 1 or role.gpus_per_node < 1:
+        raise argparse.ArgumentTypeError(f"--role {text!r}: a name, a pool and at least 1 node and 1 GPU")
+    return role
+
+
+def node_pool(resources: dict[str, float]) -> str | None:
+    """The pool a Ray node advertises, from its resources; None when it advertises none."""
+    pools = [k.removeprefix(POOL_RESOURCE_PREFIX) for k in resources if k.startswith(POOL_RESOURCE_PREFIX)]
+    return pools[0] if len(pools) == 1 else None
+
+
+def misplaced(ranks: list[dict[str, Any]], roles: list[Role]) -> list[str]:
+    """One line per rank that runs on a node of another pool than its role's."""
+    pool_of = {r.name: r.pool for r in roles}
+    return [
+        f"rank {r['rank']} of role {r['role']} ran on node {r['node']} of pool {r['pool']}, not {pool_of[r['role']]}"
+        for r in ranks
+        if r["pool"] != pool_of[r["role"]]
+    ]
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -71,6 +120,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=3, help="Total training steps of the run.")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="Time each step takes.")
     parser.add_argument(
+        "--role",
+        dest="roles",
+        type=role_arg,
+        action="append",
+        default=[],
+        help="A disaggregated job's role, NAME=NODESxGPUS@POOL, in verl's order (trainer first); repeat per role. "
+        "Replaces --nodes and --gpus-per-node.",
+    )
+    parser.add_argument(
         "--head-apart",
         action="store_true",
         help="The Ray head is a CPU node of its own, outside the allocation (a KubeRay head pod): not counted.",
@@ -93,10 +151,17 @@ def main(argv: list[str] | None = None) -> int:
         # Ray marks its head with this resource (ray 2.60.0 python/ray/_common/constants.py HEAD_NODE_RESOURCE_NAME).
         alive = [n for n in alive if HEAD_RESOURCE not in n["Resources"]]
     nodes = [
-        {"ip": n["NodeManagerAddress"], "ray_node_id": n["NodeID"], "gpus": int(n["Resources"].get("GPU", 0))}
+        {
+            "ip": n["NodeManagerAddress"],
+            "ray_node_id": n["NodeID"],
+            "gpus": int(n["Resources"].get("GPU", 0)),
+            "pool": node_pool(n["Resources"]),
+        }
         for n in alive
     ]
     emit("nodes", nodes=nodes, count=len(nodes))
+    if args.roles:
+        return by_role(args, nodes)
     if args.nodes and len(nodes) != args.nodes:
         print(f"probe: Ray sees {len(nodes)} nodes, the allocation has {args.nodes}", file=sys.stderr)
         return 1
@@ -134,6 +199,63 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         time.sleep(args.step_seconds)
         save_step(checkpoint_dir, step, placement)
+        emit("checkpoint", step=step)
+    emit("done", steps=args.steps)
+    return 0
+
+
+def by_role(args: argparse.Namespace, nodes: list[dict[str, Any]]) -> int:
+    """A disaggregated job's roles, placed as verl places them (module docstring), every rank checked
+    against its role's pool every step."""
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    roles: list[Role] = args.roles
+    wanted = sum(r.nodes for r in roles)
+    if len(nodes) != wanted:
+        print(f"probe: Ray sees {len(nodes)} nodes, the roles hold {wanted}", file=sys.stderr)
+        return 1
+    # Per role and node, a STRICT_PACK group of one-GPU bundles, created role after role, each group
+    # ready before the next is asked for (verl's RayResourcePool: base.py:146-158, `ray.get(pg.ready())`).
+    # No CPU in the bundles: verl's fit a real node's CPUs, a stand-in node may have fewer CPUs than GPUs.
+    slots: list[tuple[Role, Any, int]] = []
+    for role in roles:
+        for _ in range(role.nodes):
+            group = placement_group([{"GPU": 1}] * role.gpus_per_node, strategy="STRICT_PACK")
+            ray.get(group.ready(), timeout=60)
+            slots += [(role, group, i) for i in range(role.gpus_per_node)]
+    pool_of_node = {n["ray_node_id"]: n["pool"] for n in nodes}
+    remote = ray.remote(num_cpus=0, num_gpus=1, max_retries=0)(where)
+
+    checkpoint_dir: Path = args.checkpoint_dir
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    start = last_step(checkpoint_dir)
+    emit("resume" if start else "start", from_step=start, restart_count=int(os.environ.get("SLURM_RESTART_COUNT", 0)))
+    for step in range(start + 1, args.steps + 1):
+        refs = [
+            remote.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+            ).remote()
+            for _, group, i in slots
+        ]
+        ranks = [
+            {"rank": rank, "role": role.name, **found, "pool": pool_of_node.get(found["ray_node_id"])}
+            for rank, ((role, _, _), found) in enumerate(zip(slots, ray.get(refs, timeout=120), strict=True))
+        ]
+        if step == start + 1:
+            emit("placement", ranks=ranks)
+            gang = [r["ray_node_id"] for r in ranks]
+        wrong = misplaced(ranks, roles)
+        if wrong:
+            print(f"probe: {wrong[0]}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""), file=sys.stderr)
+            return 1
+        moved = [r for r in ranks if r["ray_node_id"] != gang[r["rank"]]]
+        if moved:
+            print(f"probe: rank {moved[0]['rank']} moved to node {moved[0]['node']} at step {step}", file=sys.stderr)
+            return 1
+        time.sleep(args.step_seconds)
+        save_step(checkpoint_dir, step, ranks)
         emit("checkpoint", step=step)
     emit("done", steps=args.steps)
     return 0

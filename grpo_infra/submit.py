@@ -79,8 +79,8 @@ def refusal(env: Environment, cluster: dict[str, Any] | None, head_pod: dict[str
     if state != "ready":
         return f"{where} is not Ready (state {state or 'none yet'}): kubectl -n {job.tenant} get pods -l grpo-infra/job={job.name}"
     ready = status.get("readyWorkerReplicas", status.get("availableWorkerReplicas", 0))
-    if ready < env.gang.nodes:
-        return f"{where} has {ready} of {env.gang.nodes} workers ready"
+    if ready < env.job_nodes:
+        return f"{where} has {ready} of {env.job_nodes} workers ready"
     return None
 
 

@@ -16,21 +16,27 @@ PROBE_MODULE = "grpo_infra.probe"
 
 
 def probe_command(env: Environment) -> list[str]:
-    """The probe against the job's Ray cluster: every node of the gang with its GPUs, the head apart
-    (a KubeRay head is a CPU pod outside the gang), the steps in the job's checkpoint directory."""
+    """The probe against the job's Ray cluster: every node of the gang with its GPUs (of each role, with its
+    pool, for a disaggregated job), the head apart (a KubeRay head is a CPU pod outside the gang), the steps
+    in the job's checkpoint directory."""
     probe = env.job.probe
     assert probe is not None
     gang = env.gang
+    roles = env.role_gangs()
+    # A disaggregated job: every role's nodes, GPUs and pool, placed as verl places them.
+    shape = [f"--role={r.role}={r.nodes}x{r.gpus_per_node}@{r.pool.name}" for r in roles] or [
+        "--nodes",
+        str(gang.nodes),
+        "--gpus-per-node",
+        str(gang.gpus_per_node),
+    ]
     return [
         "python3",
         "-m",
         PROBE_MODULE,
         "--address",
         "auto",
-        "--nodes",
-        str(gang.nodes),
-        "--gpus-per-node",
-        str(gang.gpus_per_node),
+        *shape,
         "--head-apart",
         "--checkpoint-dir",
         env.job.checkpoint.dir,

@@ -18,8 +18,14 @@ from .spec.image import VERL_DEFAULT_ATTENTION
 from .spec.job import OverrideValue
 
 ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
+# verl 0.9.1's fully asynchronous trainer: trainer and rollout on GPUs of their own (job.layout
+# `disaggregated`); its Hydra config is fully_async_policy/config/fully_async_ppo_trainer.yaml, which
+# extends ppo_trainer (lines 5-7) with `rollout.*` and `async_training.*` (lines 9-64).
+FULLY_ASYNC_MODULE = "verl.experimental.fully_async_policy.fully_async_main"
 NNODES = "trainer.nnodes"
 N_GPUS_PER_NODE = "trainer.n_gpus_per_node"
+ROLLOUT_NNODES = "rollout.nnodes"
+ROLLOUT_N_GPUS_PER_NODE = "rollout.n_gpus_per_node"
 
 _BARE = re.compile(r"^[A-Za-z0-9_./-]+$")
 _LOOKS_TYPED = re.compile(r"^(true|false|null|none|nan|inf|[-+]?\d[\d_]*(\.\d*)?([eE][-+]?\d+)?)$", re.IGNORECASE)
@@ -35,7 +41,8 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("algorithm.use_kl_in_reward", False),
         ("data.train_files", list(job.data.train_files)),
         ("data.val_files", list(job.data.val_files)),
-        ("data.train_batch_size", job.batch.train),
+        # Disaggregated: 0, as the fully asynchronous rollouter requires (`layout_overrides`).
+        ("data.train_batch_size", 0 if env.disaggregated else job.batch.train),
         ("data.max_prompt_length", job.data.max_prompt_length),
         ("data.max_response_length", job.data.max_response_length),
         ("actor_rollout_ref.model.path", job.model_path),
@@ -62,8 +69,55 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("trainer.resume_mode", job.checkpoint.resume),
         *retention_overrides(env),
     ]
+    pairs += layout_overrides(env)
     pairs += attention_override(env)
     pairs += sorted(job.overrides.items())
+    return pairs
+
+
+def entrypoint(env: Environment) -> tuple[str, ...]:
+    """verl's module for the job's layout: the hybrid-engine trainer, or the fully asynchronous one."""
+    return ("python3", "-m", FULLY_ASYNC_MODULE) if env.disaggregated else ENTRYPOINT
+
+
+def layout_overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
+    """What a disaggregated layout tells verl 0.9.1's fully asynchronous trainer (none when colocated).
+
+    - `actor_rollout_ref.hybrid_engine` false: the trainer and the rollouter both assert it
+      (fully_async_trainer.py:75-76, fully_async_rollouter.py:348-350); ppo_trainer's default is true and
+      fully_async_ppo_trainer.yaml leaves it so.
+    - `rollout.nnodes` / `rollout.n_gpus_per_node`: the rollout role's nodes and its pool's GPUs per node;
+      fully_async_main.py:235-236 copies them into `actor_rollout_ref.rollout`, and the rollout replicas
+      take their GPUs from them (fully_async_trainer.py:171, workers/rollout/replica.py:189-208).
+    - `data.train_batch_size` 0: the rollouter refuses any other value (fully_async_rollouter.py:351); the
+      trainer instead takes `async_training.require_batches` mini batches per step (fully_async_ppo_trainer.yaml
+      lines 18-19), which is `batch.train / batch.mini`, so a step still trains on `batch.train` prompts.
+    - `rollout.total_rollout_steps` null: its default 100 (fully_async_ppo_trainer.yaml line 64) would cap the
+      run at 100 rollout steps whatever `totalEpochs` says (fully_async_rollouter.py:405-407).
+    - a reward model role: verl's standalone reward model on its own GPUs (`reward.reward_model.enable`,
+      `enable_resource_pool`, `nnodes`, `n_gpus_per_node`; experimental/reward_loop/reward_model.py:53-94,
+      fully_async_rollouter.py:362-363 requires the resource pool).
+    """
+    roles = {r.role: r for r in env.role_gangs()}
+    if not roles:
+        return []
+    batch = env.job.batch
+    rollout = roles["rollout"]
+    pairs: list[tuple[str, OverrideValue]] = [
+        ("actor_rollout_ref.hybrid_engine", False),
+        (ROLLOUT_NNODES, rollout.nodes),
+        (ROLLOUT_N_GPUS_PER_NODE, rollout.gpus_per_node),
+        ("rollout.total_rollout_steps", None),
+        ("async_training.require_batches", max(1, batch.train // batch.mini)),
+    ]
+    reward = roles.get("rewardModel")
+    if reward is not None:
+        pairs += [
+            ("reward.reward_model.enable", True),
+            ("reward.reward_model.enable_resource_pool", True),
+            ("reward.reward_model.nnodes", reward.nodes),
+            ("reward.reward_model.n_gpus_per_node", reward.gpus_per_node),
+        ]
     return pairs
 
 
@@ -112,7 +166,7 @@ def override_args(pairs: list[tuple[str, OverrideValue]]) -> list[str]:
 
 def command(env: Environment) -> list[str]:
     """The full verl GRPO argv."""
-    return [*ENTRYPOINT, *override_args(overrides(env))]
+    return [*entrypoint(env), *override_args(overrides(env))]
 
 
 def shell_command(env: Environment) -> str:

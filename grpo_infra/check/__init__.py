@@ -14,6 +14,7 @@ from .gang_rules import gang_violations
 from .image_rules import image_violations
 from .kind_rules import kind_violations, kind_warnings
 from .launcher_rules import launcher_violations
+from .layout_rules import layout_violations
 from .paths import checkpoint_violations
 from .stand_in_rules import stand_in_violations, stand_in_warnings
 from .verl_rules import verl_violations
@@ -39,7 +40,13 @@ def warnings(env: Environment) -> list[Violation]:
 
 def findings(env: Environment) -> list[Violation]:
     """Every feasibility rule the environment breaks, waived or not, target-independent rules first."""
-    found = [*gang_violations(env), *verl_violations(env), *image_violations(env), *checkpoint_violations(env)]
+    found = [
+        *gang_violations(env),
+        *layout_violations(env),
+        *verl_violations(env),
+        *image_violations(env),
+        *checkpoint_violations(env),
+    ]
     found += stand_in_violations(env)
     kinds = kind_violations(env)
     found += kinds

@@ -9,17 +9,18 @@ ENV = ENVIRONMENT_KEY
 
 
 def gang_violations(env: Environment) -> list[Violation]:
-    """The job's gang against the tenant's GPU quota."""
-    gang, tenant = env.gang, env.tenant(env.job.tenant)
+    """The job's GPUs (every role's, for a disaggregated job) against the tenant's GPU quota."""
+    tenant = env.tenant(env.job.tenant)
+    gpus = env.job_gpus
     index = next(i for i, t in enumerate(env.tenants) if t.name == tenant.name)
-    if gang.world_size > tenant.gpu_quota:
+    if gpus > tenant.gpu_quota:
         return [
             Violation(
                 "tenant-quota",
                 f"{ENV}.tenants[{index}].gpuQuota",
-                f"the gang needs {gang.world_size} GPUs at once; tenant {tenant.name} may hold {tenant.gpu_quota}: "
+                f"the gang needs {gpus} GPUs at once; tenant {tenant.name} may hold {tenant.gpu_quota}: "
                 "it would wait forever",
-                f"{gang.world_size - tenant.gpu_quota} GPUs",
+                f"{gpus - tenant.gpu_quota} GPUs",
             )
         ]
     return []

@@ -109,7 +109,7 @@ def _verl(env: Environment) -> list[Violation]:
             Violation(
                 "image-verl-missing",
                 f"{CONTENTS}.verl",
-                f"the image has no verl: `{' '.join(verl.ENTRYPOINT)}` fails at once; build the image from the "
+                f"the image has no verl: `{' '.join(verl.entrypoint(env))}` fails at once; build the image from the "
                 "stack (image.build) or use one with verl installed",
             )
         ]

@@ -210,7 +210,7 @@ def _pool_taint(env: Environment) -> list[Violation]:
     (other teams', system ones) are placed by the scheduler alone. EKS and GKE pools are refused
     without their GPU taint already (grpo_infra/spec/pools.py); this covers existing clusters.
     """
-    index, pool = next((i, p) for i, p in enumerate(env.pools) if p.name == env.job.pool)
+    index, pool = next((i, p) for i, p in enumerate(env.pools) if p.name == env.gang_pool_name)
     if any(t.effect in ("NoSchedule", "NoExecute") for t in pool.taints):
         return []
     return [

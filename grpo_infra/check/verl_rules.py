@@ -84,14 +84,19 @@ def verl_violations(env: Environment) -> list[Violation]:
         )
     # verl/workers/rollout/vllm_rollout/vllm_async_server.py: gpus_per_node divisible by the rollout
     # tensor-parallel size (a TP group never spans nodes).
+    # A disaggregated job's rollout runs on its own pool: verl/workers/rollout/replica.py:113-116 refuses a
+    # replica whose GPUs do not divide over that pool's nodes.
     tp = job.rollout.tensor_parallel
-    if gang.gpus_per_node % tp:
+    roles = {r.role: r for r in env.role_gangs()}
+    rollout_gpus = roles["rollout"].gpus_per_node if roles else gang.gpus_per_node
+    where = f" (pool {roles['rollout'].pool.name}, the rollout's)" if roles else ""
+    if rollout_gpus % tp:
         out.append(
             Violation(
                 "verl-rollout-tp",
                 f"{JOB}.rollout.tensorParallel",
-                f"tensor-parallel size {tp} does not divide the {gang.gpus_per_node} GPUs of a node",
-                f"remainder {gang.gpus_per_node % tp}",
+                f"tensor-parallel size {tp} does not divide the {rollout_gpus} GPUs of a node{where}",
+                f"remainder {rollout_gpus % tp}",
             )
         )
     return out + retention_violations(env)

@@ -66,11 +66,13 @@ def check(
         raise typer.Exit(CHECK_FAILED)
     gang = env.gang
     waivers = f" ({len(excused)} waived)" if excused else ""
-    console.print(
-        f"{stack}: feasible{waivers} — gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) "
-        f"on pool {gang.pool.name}",
-        highlight=False,
-    )
+    shape = f"gang of {gang.nodes} × {gang.gpus_per_node} GPUs ({gang.world_size}) on pool {gang.pool.name}"
+    roles = env.role_gangs()
+    if roles:
+        shape = "disaggregated gang: " + ", ".join(
+            f"{r.role} {r.nodes} × {r.gpus_per_node} GPUs on pool {r.pool.name}" for r in roles
+        )
+    console.print(f"{stack}: feasible{waivers} — {shape}", highlight=False)
     print_waived(excused, console)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..spec import Environment
 from ..spec.image import ImageContents
-from .verl_releases import RELEASES, VerlRelease, config_keys
+from .verl_releases import RELEASES, VerlRelease, config_keys, fully_async_config_keys
 
 GUARD_PROGRAM = Path(__file__).with_name("guard.py")
 
@@ -52,12 +52,13 @@ def verl_release(env: Environment) -> VerlRelease | None:
 
 
 def verl_config_keys(env: Environment) -> frozenset[str] | None:
-    """Every key of the declared verl release's trainer config, or None when it is not stored."""
+    """Every key of the declared verl release's config for the job's layout (the trainer config, or the fully
+    asynchronous trainer's for a disaggregated job), or None when it is not stored."""
     version = env.image.contents.verl
     if version is None:
         return None
     try:
-        return config_keys(version)
+        return fully_async_config_keys(version) if env.disaggregated else config_keys(version)
     except KeyError:
         return None
 

@@ -25,6 +25,11 @@ from importlib import resources
 from pathlib import Path
 
 CONFIG_IN_WHEEL = "verl/trainer/config/_generated_ppo_trainer.yaml"
+# The fully asynchronous trainer's config (job.layout `disaggregated`): ppo_trainer as its defaults plus
+# its own keys (`rollout.*`, `async_training.*`, ...), stored as `<version>.fully_async.keys`.
+FULLY_ASYNC_CONFIG_IN_WHEEL = "verl/experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml"
+# Hydra's own directives in that file, not config keys.
+_HYDRA_DIRECTIVES = ("hydra", "defaults")
 KEYS_PACKAGE = "grpo_infra.image.verl_config"
 
 
@@ -96,6 +101,23 @@ def config_keys(version: str) -> frozenset[str]:
     return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
+@cache
+def fully_async_config_keys(version: str) -> frozenset[str]:
+    """Every dotted key of verl `version`'s fully asynchronous trainer config: the trainer config's keys and
+    the ones fully_async_ppo_trainer.yaml adds; KeyError when not stored."""
+    try:
+        text = resources.files(KEYS_PACKAGE).joinpath(f"{version}.fully_async.keys").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KeyError(version) from None
+    added = {line for line in text.splitlines() if line and not line.startswith("#")}
+    return config_keys(version) | added
+
+
+def layout_keys(config_yaml: str) -> list[str]:
+    """The keys a layout's config file adds over the trainer config it extends (Hydra's directives left out)."""
+    return [k for k in flatten_keys(config_yaml) if k.split(".")[0] not in _HYDRA_DIRECTIVES]
+
+
 def flatten_keys(config_yaml: str) -> list[str]:
     """Dotted paths of every node of a verl trainer config (dicts and leaves; lists are leaves)."""
     from omegaconf import DictConfig, OmegaConf
@@ -145,6 +167,15 @@ def main(argv: list[str]) -> int:
         keys = flatten_keys(archive.read(CONFIG_IN_WHEEL).decode("utf-8"))
     out = Path(__file__).with_name("verl_config") / f"{version}.keys"
     out.write_text(f"# {CONFIG_IN_WHEEL} of verl {version}, flattened\n" + "\n".join(keys) + "\n", encoding="utf-8")
+    with zipfile.ZipFile(wheel) as archive:
+        if FULLY_ASYNC_CONFIG_IN_WHEEL in archive.namelist():
+            added = layout_keys(archive.read(FULLY_ASYNC_CONFIG_IN_WHEEL).decode("utf-8"))
+            out.with_name(f"{version}.fully_async.keys").write_text(
+                f"# {FULLY_ASYNC_CONFIG_IN_WHEEL} of verl {version}, flattened (over the trainer config)\n"
+                + "\n".join(added)
+                + "\n",
+                encoding="utf-8",
+            )
     print(f"verl {version}: Requires-Python {python}; {len(keys)} config keys written to {out}")
     for extra in ("vllm", "sglang"):
         print(f"  extra {extra}: {extra} {pins.get(f'{extra}:{extra}')}, torch {pins.get(f'{extra}:torch')}")

@@ -50,7 +50,7 @@ def gang_pods(env: Environment) -> int:
     """Pods of a running job: the Ray head, one worker per node of the gang, and for a RayJob (a
     RayCronJob's run too) the K8sJobMode submitter; a RayCluster has none (its gate runs in the head pod)."""
     submitter = 0 if env.job.kind == "raycluster" else 1
-    return 1 + env.gang.nodes + submitter
+    return 1 + env.job_nodes + submitter
 
 
 def pdb_name(env: Environment) -> str:

@@ -19,6 +19,7 @@ from ..image import image_reference
 from ..lifecycle.ray_node import ephemeral_ports_function
 from ..ports import RayPorts, ray_ports
 from ..spec import Environment
+from ..spec.pools import Pool
 
 SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 # Interfaces no other node can reach. NCCL_SOCKET_IFNAME takes prefixes, `^` to exclude, `=` for exact
@@ -38,17 +39,19 @@ def host_networking(env: Environment) -> bool:
     return env.kubernetes.network.mode == "host"
 
 
-def socket_interfaces(env: Environment) -> list[str]:
-    """The interfaces NCCL and Gloo may use inside a worker pod."""
+def socket_interfaces(env: Environment, pool: Pool | None = None) -> list[str]:
+    """The interfaces NCCL and Gloo may use inside a worker pod of `pool` (default: the gang's)."""
     assert env.kubernetes is not None
     inside = env.kubernetes.network.socket_interface()
-    return [inside] if inside is not None else list(env.gang.pool.fabric.interfaces)
+    return [inside] if inside is not None else list((pool or env.gang.pool).fabric.interfaces)
 
 
-def worker_nccl_env(env: Environment) -> list[tuple[str, str]]:
-    """The pool's NCCL variables with the socket interfaces of the pod's network, not the host's."""
-    fabric = [(k, v) for k, v in nccl_env(env.gang.pool) if k not in SOCKET_VARIABLES]
-    names = ",".join(socket_interfaces(env))
+def worker_nccl_env(env: Environment, pool: Pool | None = None) -> list[tuple[str, str]]:
+    """The pool's NCCL variables with the socket interfaces of the pod's network, not the host's
+    (`pool`: a disaggregated role's pool; default the gang's)."""
+    pool = pool or env.gang.pool
+    fabric = [(k, v) for k, v in nccl_env(pool) if k not in SOCKET_VARIABLES]
+    names = ",".join(socket_interfaces(env, pool))
     if not names:
         # Nothing named (host networking, no `fabric.interfaces`): every interface but the unreachable ones.
         # Gloo takes names only, no exclusions, so it keeps its own choice (the hostname's address).

@@ -9,6 +9,7 @@ two cannot disagree.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import debug
@@ -17,6 +18,8 @@ from ..image.pods import image_guard_container
 from ..nodepools.capacity_blocks import checkpoint_deadline_env
 from ..spec import Environment
 from ..spec.job import NfsExport
+from ..spec.layout import pool_resource
+from ..spec.pools import Pool
 from .access import secret_references
 from .disruption import disruption_annotations
 from .gate import gate_enabled, gate_mount, gate_sidecar, gate_volume
@@ -51,8 +54,26 @@ DEFAULT_CHECKPOINT_CLAIM = "grpo-checkpoints"
 
 
 def worker_group_name(env: Environment) -> str:
-    """The GPU worker group is named after its pool (never `head` or `submitter`)."""
-    return env.gang.pool.name
+    """The GPU worker group is named after its pool (never `head` or `submitter`); a disaggregated job's
+    first group, the trainer's, after its role."""
+    roles = env.role_gangs()
+    return roles[0].group_name if roles else env.gang.pool.name
+
+
+def worker_groups(env: Environment) -> list[dict[str, Any]]:
+    """One worker group per pool the job holds nodes of: the gang's, or each role's of a disaggregated job.
+
+    Kueue turns every worker group into a pod set of the one Workload and admits all of them together or
+    none (Kueue v0.19.2 pkg/controller/jobs/raycluster/common.go BuildPodSets), each on the flavor its
+    nodeSelector and tolerations match (grpo_infra/validate/rules.py); so the trainer never holds its
+    nodes while the rollout waits for its own.
+    """
+    roles = env.role_gangs()
+    if not roles:
+        return [_worker_group(env, env.gang.pool, env.gang.nodes, worker_group_name(env), {})]
+    return [
+        _worker_group(env, r.pool, r.nodes, r.group_name, {pool_resource(r.pool.name): r.gpus_per_node}) for r in roles
+    ]
 
 
 def scheduling_labels(env: Environment) -> dict[str, str]:
@@ -77,7 +98,7 @@ def ray_cluster_spec(env: Environment, gate_in_head: bool = False) -> dict[str, 
         **ray_auth_options(env),
         "enableInTreeAutoscaling": False,
         "headGroupSpec": _head_group(env, gate_in_head),
-        "workerGroupSpecs": [_worker_group(env)],
+        "workerGroupSpecs": worker_groups(env),
     }
 
 
@@ -137,18 +158,27 @@ def _head_group(env: Environment, gate_in_head: bool) -> dict[str, Any]:
     }
 
 
-def _worker_group(env: Environment) -> dict[str, Any]:
+def ray_resources_param(resources: dict[str, int]) -> str:
+    """`rayStartParams.resources`: the JSON map with its quotes escaped and the whole quoted, the form KubeRay
+    passes through to `ray start --resources` (ray docs, cluster/kubernetes/user-guides/config.md, "resources")."""
+    return '"' + json.dumps(resources, sort_keys=True).replace('"', '\\"') + '"'
+
+
+def _worker_group(
+    env: Environment, pool: Pool, nodes: int, group_name: str, ray_resources: dict[str, int]
+) -> dict[str, Any]:
     assert env.kubernetes is not None
-    gang, pool = env.gang, env.gang.pool
     share = node_share(env, pool)
     resources = share.resources()
     start_params = worker_ray_start_params(env)
+    if ray_resources:
+        start_params["resources"] = ray_resources_param(ray_resources)
     agent_port = int(start_params.get("dashboard-agent-listen-port", AGENT_PORT))
     container: dict[str, Any] = {
         "name": "ray-worker",
         "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
-        "env": _env(env, gpu=True),
+        "env": _env(env, gpu=True, pool=pool),
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "volumeMounts": _mounts(env),
         **probes(env, head=False, agent_port=agent_port),
@@ -169,10 +199,10 @@ def _worker_group(env: Environment) -> dict[str, Any]:
     if annotations:
         metadata["annotations"] = annotations
     return {
-        "groupName": worker_group_name(env),
-        "replicas": gang.nodes,
-        "minReplicas": gang.nodes,
-        "maxReplicas": gang.nodes,
+        "groupName": group_name,
+        "replicas": nodes,
+        "minReplicas": nodes,
+        "maxReplicas": nodes,
         "numOfHosts": 1,
         "rayStartParams": {**start_params, **debug.ray_start_params(env)},
         "template": {"metadata": metadata, "spec": spec},
@@ -205,10 +235,10 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_n
     }
 
 
-def _env(env: Environment, gpu: bool) -> list[dict[str, Any]]:
+def _env(env: Environment, gpu: bool, pool: Pool | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.job.env.items())]
     if gpu:
-        out += [{"name": k, "value": v} for k, v in worker_nccl_env(env)]
+        out += [{"name": k, "value": v} for k, v in worker_nccl_env(env, pool)]
     out += [{"name": k, "value": v} for k, v in ray_health_env(env)]
     # On a Capacity Block, when verl must have saved its last checkpoint (the trainer reads it).
     out += [{"name": k, "value": v} for k, v in checkpoint_deadline_env(env)]

@@ -2,8 +2,8 @@
 
 A rehearsal runs the stack's own rendered objects on this machine's real nodes. What cannot be here is
 substituted, each once and said:
-- node counts shrink to at most `MAX_GPU_NODES` per pool, and the gang and the tenants' GPU quotas with
-  them (a constraint is never dropped: every label, taint, device count and selector stays);
+- node counts shrink to at most `MAX_GPU_NODES` per pool, and the gang (a disaggregated job's every role)
+  and the tenants' GPU quotas with them (a constraint is never dropped: every label, taint, device count and selector stays);
 - the image becomes its CPU variant, built from the stack's own lock (`grpo-infra image build`), its guard
   still holding the GPU nodes to the declared image's driver floor;
 - verl's entrypoint becomes the probe (every rank's placement, checkpointed steps, resume), and the fabric
@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .. import verl
 from ..spec import Environment
 
 MAX_GPU_NODES = 2
@@ -86,7 +87,8 @@ def _shrink(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     if env.job.nodes is not None and gang_after != env.job.nodes:
         data["job"]["nodes"] = gang_after
         subs.append(Substitution("job.nodes (the gang)", str(env.job.nodes), str(gang_after)))
-    quotas = _quotas(env, gang_after)
+    subs += _shrink_roles(env, data)
+    quotas = _quotas(env, _job_gpus(env, data, gang_after))
     for tenant, raw in zip(env.tenants, data["tenants"], strict=True):
         quota = quotas[tenant.name]
         if quota != tenant.gpu_quota:
@@ -95,15 +97,42 @@ def _shrink(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     return subs
 
 
-def _quotas(env: Environment, gang_nodes: int) -> dict[str, int]:
-    """Each tenant's GPU quota on the shrunk pools: the job's tenant keeps the share of the gang it had
-    (never less than the shrunk gang, which it must admit), the others scale with the pools' GPUs, and
-    together they fit the shrunk pools, as the spec demands of any stack."""
+def _shrink_roles(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    """A disaggregated job's roles shrink with their pools: each keeps its nodes up to what its pool has
+    left after the roles before it (a role left with none cannot be rehearsed)."""
+    subs = []
+    left = {p.name: min(p.node_count, MAX_GPU_NODES) for p in env.pools}
+    for role in env.role_gangs():
+        kept = min(role.nodes, left[role.pool.name])
+        if kept == 0:
+            raise ValueError(
+                f"job.layout.{role.role}: pool {role.pool.name} keeps {MAX_GPU_NODES} nodes in a rehearsal and the "
+                "roles before it hold them all"
+            )
+        left[role.pool.name] -= kept
+        if kept != role.nodes:
+            data["job"]["layout"][role.role]["nodes"] = kept
+            subs.append(Substitution(f"job.layout.{role.role}.nodes", str(role.nodes), str(kept)))
+    return subs
+
+
+def _job_gpus(env: Environment, data: dict[str, Any], gang_after: int) -> tuple[int, int]:
+    """The GPUs the job holds at once, (before, after) the shrink: every role's, or the gang's."""
+    if not env.disaggregated:
+        return env.gang.world_size, gang_after * env.gang.gpus_per_node
+    after = sum(data["job"]["layout"][r.role]["nodes"] * r.gpus_per_node for r in env.role_gangs())
+    return env.job_gpus, after
+
+
+def _quotas(env: Environment, job_gpus: tuple[int, int]) -> dict[str, int]:
+    """Each tenant's GPU quota on the shrunk pools: the job's tenant keeps the share of the job it had
+    (never less than the shrunk job's GPUs, which it must admit), the others scale with the pools' GPUs,
+    and together they fit the shrunk pools, as the spec demands of any stack."""
     before = sum(p.node_count * p.gpu.per_node for p in env.pools)
     after = sum(min(p.node_count, MAX_GPU_NODES) * p.gpu.per_node for p in env.pools)
-    gang_gpus = gang_nodes * env.gang.pool.gpu.per_node
+    job_before, job_after = job_gpus
     own = env.job.tenant
-    quotas = {own: min(after, max(gang_gpus, math.ceil(env.tenant(own).gpu_quota * gang_nodes / env.gang.nodes)))}
+    quotas = {own: min(after, max(job_after, math.ceil(env.tenant(own).gpu_quota * job_after / job_before)))}
     left = after - quotas[own]
     for tenant in env.tenants:
         if tenant.name != own:
@@ -124,7 +153,10 @@ def _image(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     job = data["job"]
     if env.job.probe is None:
         job["probe"] = dict(PROBE)
-        subs.append(Substitution("entrypoint", "verl (main_ppo)", f"the probe, {PROBE['steps']} checkpointed steps"))
+        verl_module = verl.entrypoint(env)[-1].rsplit(".", 1)[-1]  # main_ppo, or fully_async_main
+        subs.append(
+            Substitution("entrypoint", f"verl ({verl_module})", f"the probe, {PROBE['steps']} checkpointed steps")
+        )
     if env.job.preflight.nccl.enabled:
         job.setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
         subs.append(Substitution("fabric gate", "on (nccl-tests all-reduce)", "off (the CPU variant has no torch)"))

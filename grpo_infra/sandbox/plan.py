@@ -48,9 +48,9 @@ def node_names(env: Environment, count: int) -> list[str]:
     """
     if not 1 <= count <= MAX_NODES:
         raise SandboxError(f"--nodes must be between 1 and {MAX_NODES}, got {count}")
-    hosts = env.pool(env.job.pool).host_names
+    hosts = env.pool(env.gang_pool_name).host_names
     if not hosts:
-        raise SandboxError(f"pool {env.job.pool} has no `hosts`; the sandbox needs a Slurm stack's hostlist")
+        raise SandboxError(f"pool {env.gang_pool_name} has no `hosts`; the sandbox needs a Slurm stack's hostlist")
     names = hosts[:count]
     match = re.fullmatch(r"(.*?)(\d+)", hosts[-1])
     prefix, digits = (match[1], match[2]) if match else (hosts[-1] + "-", "0")
@@ -73,7 +73,7 @@ def sandbox_environment(env: Environment, count: int) -> Environment:
     if env.target != "slurm":
         raise SandboxError(f"the sandbox runs Slurm stacks; this stack's target is {env.target}")
     names = node_names(env, count)
-    pool = env.pool(env.job.pool)
+    pool = env.pool(env.gang_pool_name)
     if names == pool.host_names and len(env.pools) == 1:
         return env
     data = env.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -53,7 +53,7 @@ ALLOCATION_OPTIONS = {"--nodes": f'"${NNODES_VAR}"', "--gpus-per-node": f'"${GPU
 def verl_words(env: Environment) -> list[str]:
     """verl's argv as shell words, the gang's shape read from the allocation instead of the spec."""
     allocation = {verl.NNODES: f'"${NNODES_VAR}"', verl.N_GPUS_PER_NODE: f'"${GPUS_PER_NODE_VAR}"'}
-    words = [shlex.quote(w) for w in verl.ENTRYPOINT]
+    words = [shlex.quote(w) for w in verl.entrypoint(env)]
     for (key, _), arg in zip(verl.overrides(env), verl.override_args(verl.overrides(env)), strict=True):
         words.append(f"{key}={allocation[key]}" if key in allocation else shlex.quote(arg))
     return words

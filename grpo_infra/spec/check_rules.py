@@ -57,6 +57,34 @@ _RULES = (
         "the gang's GPUs fit the tenant's `gpuQuota` (a gang larger than its quota is never admitted)",
     ),
     Rule(
+        "layout-role-quota",
+        "error",
+        "any",
+        "both",
+        "each role of a disaggregated job fits the tenant's GPU quota on the role's pool (Kueue admits every "
+        "role's pod set together or none, so one short role keeps the whole job waiting)",
+        source="Kueue v0.19.2 `pkg/controller/jobs/raycluster/common.go` BuildPodSets (one Workload)",
+    ),
+    Rule(
+        "layout-placement",
+        "error",
+        "any",
+        "both",
+        "verl can only have placed each role of a disaggregated job on its own pool: verl 0.9.1 asks Ray for GPUs "
+        "by count only, so another role's pool may not offer a trainer node's worth of GPUs on one node, and a "
+        "reward model shares the rollout's pool",
+        source="`single_controller/ray/base.py:146-158,195-216`; `workers/rollout/replica.py:189-208`; "
+        "`experimental/fully_async_policy/fully_async_main.py:77-84`",
+    ),
+    Rule(
+        "layout-target",
+        "error",
+        "any",
+        "both",
+        "a disaggregated job runs on Kubernetes, without launchers: Slurm and the launchers render one pool's gang",
+        unwaivable="the target or launcher would start a gang without the rollout's nodes",
+    ),
+    Rule(
         "verl-train-vs-mini",
         "error",
         "any",
@@ -101,8 +129,9 @@ _RULES = (
         "error",
         "any",
         "both",
-        "`rollout.tensorParallel` divides the GPUs of a node (a TP group never spans nodes)",
-        source="`workers/rollout/vllm_rollout/vllm_async_server.py`",
+        "`rollout.tensorParallel` divides the GPUs of a node (a TP group never spans nodes): the rollout pool's "
+        "node for a disaggregated job",
+        source="`workers/rollout/vllm_rollout/vllm_async_server.py`; `workers/rollout/replica.py:113-116`",
     ),
     Rule(
         "checkpoint-retention",

@@ -14,6 +14,7 @@ from .image import Image
 from .job import Job
 from .kubernetes import Kubernetes
 from .launchers import Launchers
+from .layout import Disaggregated, RoleGang
 from .pools import Pool
 from .slurm import Slurm
 from .strings import FreeText
@@ -126,11 +127,24 @@ class Environment(SpecModel):
 
     @model_validator(mode="after")
     def _job_references(self) -> Environment:
-        pool = next((p for p in self.pools if p.name == self.job.pool), None)
+        names = ", ".join(p.name for p in self.pools)
+        layout = self.job.layout
+        if isinstance(layout, Disaggregated):
+            held: dict[str, int] = {}
+            for role, share in layout.roles():
+                where = f"job.layout.{role}"
+                role_pool = next((p for p in self.pools if p.name == share.pool), None)
+                if role_pool is None:
+                    raise ValueError(f"{where}.pool {share.pool!r} is not a pool; pools: {names}")
+                held[share.pool] = held.get(share.pool, 0) + share.nodes
+                if held[share.pool] > role_pool.node_count:
+                    raise ValueError(
+                        f"{where}.nodes {share.nodes}: pool {share.pool} has {role_pool.node_count} nodes and the "
+                        f"roles on it ask for {held[share.pool]}"
+                    )
+        pool = next((p for p in self.pools if p.name == self.gang_pool_name), None)
         if pool is None:
-            raise ValueError(
-                f"job.pool {self.job.pool!r} is not a pool; pools: {', '.join(p.name for p in self.pools)}"
-            )
+            raise ValueError(f"job.pool {self.job.pool!r} is not a pool; pools: {names}")
         tenant = next((t for t in self.tenants if t.name == self.job.tenant), None)
         if tenant is None:
             names = ", ".join(t.name for t in self.tenants)
@@ -185,8 +199,41 @@ class Environment(SpecModel):
         return self
 
     @property
+    def gang_pool_name(self) -> str:
+        """The pool of the training gang: `job.pool`, or the trainer's pool of a disaggregated job."""
+        layout = self.job.layout
+        if isinstance(layout, Disaggregated):
+            return layout.trainer.pool
+        assert self.job.pool is not None
+        return self.job.pool
+
+    @property
     def gang(self) -> Gang:
+        """The training gang: every role of a colocated job, the trainer of a disaggregated one."""
         return Gang.of(self)
+
+    @property
+    def disaggregated(self) -> bool:
+        return isinstance(self.job.layout, Disaggregated)
+
+    def role_gangs(self) -> list[RoleGang]:
+        """Each role of a disaggregated job on its pool, trainer first; empty for a colocated job."""
+        layout = self.job.layout
+        if not isinstance(layout, Disaggregated):
+            return []
+        return [RoleGang(role, self.pool(share.pool), share.nodes) for role, share in layout.roles()]
+
+    @property
+    def job_nodes(self) -> int:
+        """GPU nodes the job holds at once, every role's."""
+        roles = self.role_gangs()
+        return sum(r.nodes for r in roles) if roles else self.gang.nodes
+
+    @property
+    def job_gpus(self) -> int:
+        """GPUs the job holds at once, every role's."""
+        roles = self.role_gangs()
+        return sum(r.world_size for r in roles) if roles else self.gang.world_size
 
     def pool(self, name: str) -> Pool:
         return next(p for p in self.pools if p.name == name)
@@ -205,8 +252,10 @@ class Gang:
 
     @classmethod
     def of(cls, env: Environment) -> Gang:
-        pool = env.pool(env.job.pool)
-        return cls(pool=pool, nodes=env.job.nodes or pool.node_count, gpus_per_node=pool.gpu.per_node)
+        pool = env.pool(env.gang_pool_name)
+        layout = env.job.layout
+        nodes = layout.trainer.nodes if isinstance(layout, Disaggregated) else env.job.nodes or pool.node_count
+        return cls(pool=pool, nodes=nodes, gpus_per_node=pool.gpu.per_node)
 
     @property
     def world_size(self) -> int:

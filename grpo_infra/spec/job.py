@@ -16,6 +16,7 @@ from ..preflight.defaults import (
 )
 from .base import DnsLabel, EnvName, PositiveInt, SpecModel
 from .debug import DEBUG_ENV_KEYS, Debug
+from .layout import Colocated, Disaggregated, Layout
 from .strings import MAX_PATH, AbsolutePath, DisplayName, Location, Value, visible
 
 # Overrides the spec derives from the allocation; typing them again would let them drift.
@@ -60,6 +61,26 @@ DERIVED_OVERRIDES = frozenset(
         "trainer.resume_mode",
     }
 )
+# What a disaggregated layout derives besides (grpo_infra/verl.py `layout_overrides`): the rollout's shape
+# and what the fully asynchronous trainer needs, and a reward model role's shape.
+LAYOUT_OVERRIDES = frozenset(
+    {
+        "actor_rollout_ref.hybrid_engine",
+        "rollout.nnodes",
+        "rollout.n_gpus_per_node",
+        "rollout.total_rollout_steps",
+        "async_training.require_batches",
+    }
+)
+REWARD_MODEL_OVERRIDES = frozenset(
+    {
+        "reward.reward_model.enable",
+        "reward.reward_model.enable_resource_pool",
+        "reward.reward_model.nnodes",
+        "reward.reward_model.n_gpus_per_node",
+    }
+)
+DERIVED_OVERRIDES = DERIVED_OVERRIDES | LAYOUT_OVERRIDES | REWARD_MODEL_OVERRIDES
 # Environment variable names that hold credentials; they belong in `secrets`, not `env`.
 _SECRET_LIKE = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$")
 
@@ -324,9 +345,16 @@ class Job(SpecModel):
     """Job name: the Ray object's name and sbatch --job-name (RayJob ≤ 47, RayCluster ≤ 53, RayCronJob ≤ 36)."""
     tenant: DnsLabel
     """The tenant whose queue and quota the job uses."""
-    pool: DnsLabel
-    """The pool the gang runs on."""
-    nodes: PositiveInt | None = Field(default=None, description="Gang size in nodes; the whole pool when omitted.")
+    pool: DnsLabel | None = Field(
+        default=None,
+        description="The pool the gang runs on (layout `colocated`); a disaggregated job names a pool per role "
+        "in `layout` instead.",
+    )
+    nodes: PositiveInt | None = Field(
+        default=None, description="Gang size in nodes; the whole pool when omitted (layout `colocated` only)."
+    )
+    layout: Layout = Field(default_factory=Colocated)
+    """Where GRPO's roles run: `colocated` (the default) or `disaggregated` (docs/spec.md, "Layout")."""
     model_path: Location
     """`actor_rollout_ref.model.path`."""
     data: Data
@@ -372,6 +400,20 @@ class Job(SpecModel):
         if clash:
             raise ValueError(f"{', '.join(clash)} set by the spec; change the spec field instead of overriding it")
         return overrides
+
+    @model_validator(mode="after")
+    def _pools_named_once(self) -> Job:
+        """The pool is named in one place: `pool` for a colocated job, `layout`'s roles for a disaggregated one."""
+        if isinstance(self.layout, Disaggregated):
+            given = [k for k in ("pool", "nodes") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"job.{given[0]}: a disaggregated job names each role's pool and nodes in job.layout "
+                    "(trainer, rollout); remove it"
+                )
+        elif self.pool is None:
+            raise ValueError("job.pool: field required (the pool the colocated gang runs on)")
+        return self
 
     @field_validator("env")
     @classmethod

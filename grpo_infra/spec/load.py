@@ -229,16 +229,20 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
 
 def _describe(err: Mapping[str, Any]) -> str:
     """One line for one pydantic error: field path, what was expected, what was given."""
-    loc = tuple(err["loc"])
+    loc, variants = _without_tags(tuple(err["loc"]))
     kind = err["type"]
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
+        allowed = _allowed_keys(loc[:-1], variants)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"; did you mean `{close[0]}`?" if close else ""
-        hint += f" expected one of: {', '.join(allowed)}" if allowed else ""
+        hint += f"{'' if close else ';'} expected one of: {', '.join(allowed)}" if allowed else ""
         return f"{_format_loc(loc)}: unknown key{hint}"
     if kind == "missing":
         return f"{_format_loc(loc)}: required, but missing"
+    if kind == "union_tag_invalid":  # `job.layout.kind` names no layout
+        ctx = err.get("ctx", {})
+        tag = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"{_format_loc((*loc, tag))}: {ctx.get('tag')!r} is not one of {ctx.get('expected_tags')}"
     message = err["msg"].removeprefix("Value error, ")
     message = message[0].lower() + message[1:] if message else message
     given = err.get("input")
@@ -249,21 +253,56 @@ def _describe(err: Mapping[str, Any]) -> str:
     return f"{_format_loc(loc)}: {message}{shown}"
 
 
-def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """YAML keys accepted at a location of the spec, to suggest when a key is unknown."""
+def _variants(annotation: Any) -> dict[str, type[BaseModel]]:
+    """The models of a discriminated union (`job.layout`) by their `kind` tag; empty for any other type."""
+    union = _unwrap(annotation)
+    if typing.get_origin(union) not in (typing.Union, types.UnionType):
+        return {}
+    out = {}
+    for arg in typing.get_args(union):
+        field = arg.model_fields.get("kind") if isinstance(arg, type) and issubclass(arg, BaseModel) else None
+        tags = typing.get_args(field.annotation) if field is not None else ()
+        out.update({tag: arg for tag in tags if isinstance(tag, str)})
+    return out
+
+
+def _without_tags(loc: tuple[int | str, ...]) -> tuple[tuple[int | str, ...], dict[int, type[BaseModel]]]:
+    """`loc` as the YAML spells it: pydantic puts a discriminated union's tag in the path
+    (`job.layout.disaggregated.trainer`), which no stack file has. Also returns, by position in the cleaned
+    path, the variant each tag chose."""
+    out: list[int | str] = []
+    chosen: dict[int, type[BaseModel]] = {}
     model: Any = Environment
     for part in loc:
-        model = _unwrap(model)
-        if isinstance(part, int):
-            args = [a for a in typing.get_args(model) if a is not type(None)]
-            model = args[0] if args else None
+        variants = _variants(model)
+        if isinstance(part, str) and part in variants:
+            model = chosen[len(out)] = variants[part]
             continue
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
-            model = field.annotation if field else None
-        else:
-            return []
+        out.append(part)
+        model = _step(model, part)
+    return tuple(out), chosen
+
+
+def _step(model: Any, part: int | str) -> Any:
+    """The annotation one YAML key (or list index) below `model`, None when unknown."""
     model = _unwrap(model)
+    if isinstance(part, int):
+        args = [a for a in typing.get_args(model) if a is not type(None)]
+        return args[0] if args else None
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        return field.annotation if field else None
+    return None
+
+
+def _allowed_keys(loc: tuple[int | str, ...], variants: dict[int, type[BaseModel]] | None = None) -> list[str]:
+    """YAML keys accepted at a location of the spec, to suggest when a key is unknown (`variants`: the model a
+    discriminated union chose at a position of `loc`, from `_without_tags`)."""
+    chosen = variants or {}
+    model: Any = Environment
+    for depth, part in enumerate(loc):
+        model = _step(chosen.get(depth, model), part)
+    model = _unwrap(chosen.get(len(loc), model))
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(f.alias or n for n, f in model.model_fields.items())
     return []

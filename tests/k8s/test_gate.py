@@ -119,6 +119,9 @@ GATE_ARGV = {
     "--iters 20 --timeout 300 --expected-busbw 365.84",
     "local-k8s": "--fabric none --gpus-per-node 8 --nodes 3 --backend nccl --fraction 0.8 --size-mib 1024 "
     "--iters 20 --timeout 300",
+    # Disaggregated: the trainer's gang (2 × a3-h100), whose collectives train; not the rollout's L4 nodes.
+    "gke-disagg": "--fabric none --gpus-per-node 8 --nodes 2 --backend nccl --fraction 0.8 --size-mib 1024 "
+    "--iters 20 --timeout 300",
 }
 
 

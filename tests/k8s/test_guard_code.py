@@ -58,7 +58,7 @@ def test_the_program_is_rendered_once_in_the_jobs_configmap(stack: str, kind: st
         assert holders == [guard_config_map_name(env)], marker
         assert sum(text.count(marker) for text in render_files(env).values()) == 1, marker
     templates = _pod_templates(ray)
-    assert len(templates) == 2  # the head and the worker group
+    assert len(templates) == 1 + len(env.role_gangs() or [env.gang])  # the head and each worker group
     for template in templates:
         (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == VOLUME]
         assert volume["configMap"]["name"] == code["metadata"]["name"]

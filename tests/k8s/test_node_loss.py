@@ -27,9 +27,12 @@ JOB_LABEL = "grpo-infra/job"
 def _pods(env: Environment) -> dict[str, dict[str, Any]]:
     """role → pod template (metadata and spec) of the rendered RayJob."""
     spec = render.ray_job(env)["spec"]
+    first, *others = spec["rayClusterSpec"]["workerGroupSpecs"]
     return {
         "head": spec["rayClusterSpec"]["headGroupSpec"]["template"],
-        "worker": spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"],
+        "worker": first["template"],
+        # A disaggregated job's other roles' groups (rollout, reward model).
+        **{f"worker:{g['groupName']}": g["template"] for g in others},
         "submitter": spec["submitterPodTemplate"],
     }
 
@@ -42,7 +45,7 @@ def _env_vars(container: dict[str, Any]) -> dict[str, str]:
 
 
 # Head + one worker per node + submitter: eks-prod 4 nodes, gke-dev 2, onprem-k8s 3, local-k8s 3.
-GANG_PODS = {"eks-prod": 6, "gke-dev": 4, "onprem-k8s": 5, "local-k8s": 5}
+GANG_PODS = {"eks-prod": 6, "gke-dev": 4, "onprem-k8s": 5, "local-k8s": 5, "gke-disagg": 6}
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
@@ -233,6 +236,7 @@ CHECKPOINT_DIRS = {
     "gke-dev": "/checkpoints/qwen25-3b-gsm8k",
     "onprem-k8s": "/checkpoints/llama31-8b-gsm8k",
     "local-k8s": "/checkpoints/qwen25-05b-gsm8k",
+    "gke-disagg": "/checkpoints/qwen25-3b-gsm8k-disagg",
 }
 
 
@@ -247,12 +251,12 @@ def test_every_attempt_resumes_from_the_same_checkpoint_volume(stack: str) -> No
     assert f"trainer.default_local_dir={directory}" in entrypoint
     pods = _pods(env)
     sources = []
-    for role in ("head", "worker"):
+    for role in [r for r in pods if r != "submitter"]:  # the head and every worker group
         pod = pods[role]["spec"]
         mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
         assert mounts["checkpoints"] == directory, role
         sources.append(next(v for v in pod["volumes"] if v["name"] == "checkpoints"))
-    assert sources[0] == sources[1]
+    assert all(s == sources[0] for s in sources)
 
 
 # --- 4. checkpoint storage -----------------------------------------------------------------------

@@ -25,20 +25,28 @@ def test_entrypoint_ends_in_verls_command_from_verl_py(stack: str) -> None:
     job = ray_job(env)
     argv = verl_argv(job["spec"]["entrypoint"])
     assert argv == shlex.split(verl.shell_command(env))
-    assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert argv[:3] == list(verl.entrypoint(env))
+    assert argv[:3] == ["python3", "-m", verl.FULLY_ASYNC_MODULE if env.disaggregated else "verl.trainer.main_ppo"]
     assert "algorithm.adv_estimator=grpo" in argv
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_trainer_shape_equals_the_worker_groups(stack: str) -> None:
-    job = ray_job(verl_job(stack))
+    """verl's nodes and GPUs per node of each role are its worker group's: the one group of a colocated
+    job is the trainer's; a disaggregated job's groups are named after their roles."""
+    env = verl_job(stack)
+    job = ray_job(env)
     overrides = dict(a.split("=", 1) for a in verl_argv(job["spec"]["entrypoint"])[3:])
     groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
-    pods = sum(g["replicas"] * g["numOfHosts"] for g in groups)
-    gpu = verl_job(stack).gang.pool.gpu.resource
-    per_pod = {int(g["template"]["spec"]["containers"][0]["resources"]["limits"][gpu]) for g in groups}
-    assert int(overrides["trainer.nnodes"]) == pods
-    assert per_pod == {int(overrides["trainer.n_gpus_per_node"])}
+    resource = {r.group_name: r.pool.gpu.resource for r in env.role_gangs()}
+    prefix = {"trainer": "trainer", "rollout": "rollout", "reward-model": "reward.reward_model"}
+    for group in groups:
+        key = prefix[group["groupName"]] if env.disaggregated else "trainer"
+        gpu = resource.get(group["groupName"], env.gang.pool.gpu.resource)
+        per_pod = int(group["template"]["spec"]["containers"][0]["resources"]["limits"][gpu])
+        assert int(overrides[f"{key}.nnodes"]) == group["replicas"] * group["numOfHosts"], group["groupName"]
+        assert int(overrides[f"{key}.n_gpus_per_node"]) == per_pod, group["groupName"]
+    assert len(groups) == (len(env.role_gangs()) if env.disaggregated else 1)
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)

@@ -15,9 +15,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from grpo_infra import verl
-from grpo_infra.image.verl_releases import RELEASES, config_keys, flatten_keys
+from grpo_infra.image.verl_releases import FULLY_ASYNC_CONFIG_IN_WHEEL, RELEASES, config_keys, flatten_keys
 from grpo_infra.spec import load_stack
-from grpo_infra.spec.job import DERIVED_OVERRIDES
+from grpo_infra.spec.job import DERIVED_OVERRIDES, LAYOUT_OVERRIDES, REWARD_MODEL_OVERRIDES
 from tests.conftest import ROOT, SHIPPED_STACKS
 
 
@@ -28,11 +28,22 @@ def _verl_config_dir() -> Path:
 
 
 TRAINER = OmegaConf.load(_verl_config_dir() / "_generated_ppo_trainer.yaml")
+
+
+def _fully_async() -> object:
+    """verl's fully_async_ppo_trainer config as Hydra composes it (job.layout `disaggregated`): the trainer
+    config, then its own keys over it."""
+    own = OmegaConf.load(_verl_config_dir().parents[1] / FULLY_ASYNC_CONFIG_IN_WHEEL.removeprefix("verl/"))
+    del own["hydra"], own["defaults"]
+    return OmegaConf.merge(TRAINER, own)
+
+
+FULLY_ASYNC = _fully_async()
 _MISSING = object()
 
 
-def _lookup(key: str) -> object:
-    node: object = TRAINER
+def _lookup(key: str, config: object = TRAINER) -> object:
+    node: object = config
     for part in key.split("."):
         if not OmegaConf.is_dict(node):
             return _MISSING
@@ -77,9 +88,11 @@ def test_every_shipped_stack_declares_the_installed_verl(stack: str) -> None:
 
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)
 def test_every_override_key_exists_in_verl(stack: str) -> None:
+    """In the config of the trainer the stack runs: main_ppo's, or the fully asynchronous one's."""
     env = load_stack(stack, ROOT).environment
-    missing = [k for k, _ in verl.overrides(env) if not k.startswith("+") and _lookup(k) is _MISSING]
-    assert not missing, f"not in verl's trainer config: {missing}"
+    config = FULLY_ASYNC if env.disaggregated else TRAINER
+    missing = [k for k, _ in verl.overrides(env) if not k.startswith("+") and _lookup(k, config) is _MISSING]
+    assert not missing, f"not in verl's {'fully async' if env.disaggregated else 'trainer'} config: {missing}"
 
 
 @pytest.mark.parametrize("stack", SHIPPED_STACKS)
@@ -120,5 +133,9 @@ def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
     """Hydra keeps the last value of a key: an extra override of a spec-set key would silently win."""
     env = load_stack(stack, ROOT).environment
     spec_set = {k.removeprefix("+") for k, _ in verl.overrides(env)} - {k.removeprefix("+") for k in env.job.overrides}
-    # The attention implementation is passed only when it is not verl's default.
-    assert spec_set | {verl.ATTENTION_KEY.removeprefix("+")} == DERIVED_OVERRIDES
+    # The attention implementation is passed only when it is not verl's default; a layout's keys only for
+    # a disaggregated job, a reward model's only when it has that role.
+    unused = {verl.ATTENTION_KEY.removeprefix("+")} | REWARD_MODEL_OVERRIDES
+    if not env.disaggregated:
+        unused |= LAYOUT_OVERRIDES
+    assert spec_set | unused == DERIVED_OVERRIDES
