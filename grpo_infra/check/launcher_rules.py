@@ -37,7 +37,27 @@ def launcher_violations(env: Environment) -> list[Violation]:
         found += port_range_violations(name, launcher.ray_ports, f"{where}.rayPorts", pool, shared_nodes=name == "ray")
         if launcher.interface is not None:
             found += interface_violations(name, launcher.interface, pool, f"{where}.interface")
+    found += dstack_fleet_violations(env)
     return found
+
+
+def dstack_fleet_violations(env: Environment) -> list[Violation]:
+    """An SSH fleet with fewer hosts than the gang has nodes: dstack never places the task (a multi-node
+    task runs on one fleet, dstack 0.22.5), and says so only once the task waits for capacity."""
+    if env.launchers is None or env.launchers.dstack is None:
+        return []
+    fleet = env.launchers.dstack.fleet
+    if fleet is None or fleet.ssh is None or len(fleet.ssh.hosts) >= env.gang.nodes:
+        return []
+    hosts = len(fleet.ssh.hosts)
+    return [
+        Violation(
+            "dstack-fleet-hosts",
+            f"{LAUNCHERS}.dstack.fleet.ssh.hosts",
+            f"fleet {fleet.name} has {hosts} host(s), the gang needs {env.gang.nodes}: the task would wait forever",
+            by=f"{env.gang.nodes - hosts} host(s)",
+        )
+    ]
 
 
 @dataclass(frozen=True)

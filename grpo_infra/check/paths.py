@@ -72,6 +72,8 @@ def launcher_storage_violations(env: Environment) -> list[Violation]:
                     f"the {name} nodes would not have it",
                 )
             )
+        if name == "dstack":
+            out += dstack_fleet_storage_violations(env)
         checkpoint = env.job.checkpoint.dir
         if env.gang.nodes < 2 or not checkpoint.startswith("/"):
             continue
@@ -87,6 +89,40 @@ def launcher_storage_violations(env: Environment) -> list[Violation]:
                 )
             )
     return out
+
+
+def dstack_fleet_storage_violations(env: Environment) -> list[Violation]:
+    """A job path on a host directory (`instancePath`) of a fleet dstack provisions itself.
+
+    A cloud fleet's hosts are made by dstack from its backends' machine images (dstack 0.22.5's
+    `FleetConfiguration` has no step of yours that runs on them: no mount, no setup script), so
+    `/fsx/...` there is an empty directory of one host, not a file system: the model is missing and verl
+    fails at start. An SSH fleet (`fleet.ssh`) is hosts you run, with your mounts; a network volume
+    (`volume:`) is attached by dstack. A team whose dstack server gives the backend an OS image that
+    mounts the file system may waive the rule, saying so."""
+    from ..spec import ENVIRONMENT_KEY
+
+    assert env.launchers is not None and env.launchers.dstack is not None
+    spec = env.launchers.dstack
+    if spec.fleet is None or not spec.fleet.provisioned_by_dstack():
+        return []
+    on_entry: dict[int, list[str]] = {}
+    for _, path in job_paths(env):
+        holding = [s for s in spec.storage if under(path, s.path)]
+        entry = max(holding, key=lambda s: len(s.path)) if holding else None
+        if entry is not None and entry.instance_path is not None:
+            on_entry.setdefault(spec.storage.index(entry), []).append(path)
+    return [
+        Violation(
+            "dstack-fleet-storage",
+            f"{ENVIRONMENT_KEY}.launchers.dstack.storage[{index}].instancePath",
+            f"{spec.storage[index].instance_path} is a directory of the hosts dstack provisions for fleet "
+            f"{spec.fleet.name} (a cloud fleet) and nothing mounts a file system there, so {', '.join(paths)} "
+            "would be missing: run on an SSH fleet of hosts that mount it (`fleet.ssh`) or attach a network "
+            "volume (`volume:`)",
+        )
+        for index, paths in on_entry.items()
+    ]
 
 
 def checkpoint_violations(env: Environment) -> list[Violation]:

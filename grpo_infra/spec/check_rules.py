@@ -478,6 +478,22 @@ _RULES = (
         "SkyPilot, dstack: `job.modelPath`, every data file and `checkpoint.dir` lie under a `launchers.<launcher>.storage` path (the nodes are provisioned for the run and hold nothing the task does not attach; a path without a leading `/` is fetched by verl and not checked)",
     ),
     Rule(
+        "dstack-fleet-storage",
+        "error",
+        "any",
+        "launchers",
+        "dstack: no job path lies on an `instancePath` of a cloud fleet the stack renders (dstack provisions those hosts from its backends' images and mounts nothing there); an SSH fleet (`fleet.ssh`) or a network volume",
+        "dstack 0.22.5 `FleetConfiguration` (dstack/_internal/core/models/fleets.py), dstack.ai/docs/concepts/volumes",
+    ),
+    Rule(
+        "dstack-fleet-hosts",
+        "error",
+        "any",
+        "launchers",
+        "dstack: an SSH fleet lists at least the gang's nodes as hosts",
+        "dstack 0.22.5 `SSHParams.hosts`",
+    ),
+    Rule(
         "ray-ports-block",
         "error",
         "any",

@@ -184,15 +184,57 @@ class SkyPilotLauncher(SpecModel):
         return _one_mount_per_path(storage)
 
 
+HostName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$|^[0-9A-Fa-f:]{2,39}$")
+]
+SshUser = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+KeyPath = Annotated[str, StringConstraints(pattern=r"^~?/[^\s'\"$`\\]*$", max_length=MAX_PATH), AfterValidator(visible)]
+
+
+class DstackSsh(SpecModel):
+    """The hosts of an SSH fleet: machines you run and set up (drivers, the shared file system), which
+    dstack reaches over SSH (dstack 0.22.5 `SSHParams` in dstack/_internal/core/models/fleets.py:
+    `ssh_config.user`, `identity_file`, `hosts`). The private key stays a path on the machine running
+    `dstack apply`; its contents never enter the stack or the rendered files."""
+
+    user: SshUser
+    """The login on every host."""
+    identity_file: KeyPath
+    """The private key's path on the machine running `dstack apply` (absolute or `~/...`)."""
+    hosts: Annotated[list[HostName], Field(min_length=1, max_length=1024)]
+    """The fleet's hosts (names or addresses), each once."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts_once(cls, hosts: list[str]) -> list[str]:
+        twice = next((h for h in hosts if hosts.count(h) > 1), None)
+        if twice is not None:
+            raise ValueError(f"host {twice} is listed twice")
+        return hosts
+
+
 class DstackFleet(SpecModel):
-    """The dstack fleet the task runs on, rendered as its own configuration."""
+    """The dstack fleet the task runs on, rendered as its own configuration: a cloud fleet (dstack
+    provisions its hosts from `backends`) or, with `ssh`, an SSH fleet of hosts you run."""
 
     name: DnsLabel
     """Fleet name; the task asks for this fleet."""
     backends: list[DstackBackend] | None = None
-    """dstack backends the fleet may provision from; all configured ones when omitted."""
+    """Cloud fleet: the dstack backends it may provision from; all configured ones when omitted."""
+    ssh: DstackSsh | None = None
+    """SSH fleet: the hosts you run (their own file systems, e.g. FSx or NFS mounts, are there for the task)."""
     placement: Literal["any", "cluster"] = "cluster"
     """`cluster`: nodes on one interconnected network (what a multi-node gang needs)."""
+
+    @model_validator(mode="after")
+    def _cloud_or_ssh(self) -> DstackFleet:
+        if self.ssh is not None and self.backends is not None:
+            raise ValueError("`backends` describes a cloud fleet and `ssh` an SSH fleet: name one of them")
+        return self
+
+    def provisioned_by_dstack(self) -> bool:
+        """A cloud fleet: dstack creates the hosts from its backends' images, so nothing of yours is on them."""
+        return self.ssh is None
 
 
 class DstackLauncher(SpecModel):

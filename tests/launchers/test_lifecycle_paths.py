@@ -190,5 +190,5 @@ def test_the_launchers_own_placement_settings_ask_for_the_gang() -> None:
     assert sky["resources"]["accelerators"].endswith(f":{gke.gang.gpus_per_node}")
     files = launcher_files(eks)
     task, fleet = yaml.safe_load(files["dstack/task.dstack.yml"]), yaml.safe_load(files["dstack/fleet.dstack.yml"])
-    assert task["nodes"] == fleet["nodes"] == eks.gang.nodes and fleet["placement"] == "cluster"
+    assert task["nodes"] == len(fleet["ssh_config"]["hosts"]) == eks.gang.nodes and fleet["placement"] == "cluster"
     assert task["fleets"] == [fleet["name"]]

@@ -89,8 +89,13 @@ def test_dstack_accepts_the_eks_prod_task_and_fleet(tmp_path: Path) -> None:
     assert task["ports"] == [20001]
     assert task["fleets"] == ["grpo-h100"]
     assert task["files"] == [["gate", "/opt/grpo-infra"]]
-    assert (fleet["nodes"], fleet["placement"], fleet["backends"]) == ([4, 4], "cluster", ["aws"])
-    assert (fleet["gpu_name"], fleet["gpu_count"]) == (["H100"], [8, 8])
+    # An SSH fleet of the team's four hosts, one cluster network: the hosts that mount FSx.
+    assert fleet["placement"] == "cluster"
+    assert fleet["ssh"] == {
+        "user": "ubuntu",
+        "identity_file": "~/.ssh/grpo-h100.pem",
+        "hosts": ["10.0.64.11", "10.0.64.12", "10.0.64.13", "10.0.64.14"],
+    }
     # The model, the data and the checkpoints: the hosts' shared FSx mount, as dstack's instance volumes.
     assert task["volumes"] == [
         ["/fsx/models", "/models"],

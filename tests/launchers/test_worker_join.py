@@ -40,8 +40,9 @@ def _block(script: str, markers: tuple[str, str]) -> str:
     return script[start : script.index(markers[1], start)]
 
 
-def _paths() -> dict[str, tuple[str, PortRange]]:
-    """Each path's worker start, as a bash program ending in a call with $TEMP, $RUN, $GPUS, and its port range."""
+def _paths() -> dict[str, tuple[str, PortRange, int]]:
+    """Each path's worker start, as a bash program ending in a call with $TEMP, $RUN, $GPUS, its port range
+    and the pool's block size."""
     from grpo_infra.launchers import render_files as launcher_files
     from grpo_infra.slurmgen import SBATCH_PATH
     from grpo_infra.slurmgen import render_files as slurm_files
@@ -55,12 +56,14 @@ def _paths() -> dict[str, tuple[str, PortRange]]:
             _block(sbatch, LIBRARY)
             + 'ray_port_block "$RUN"\nrun_ray_node worker 127.0.0.1 "$TEMP" "" "$GPUS" 127.0.0.1\n',
             local.slurm.ray_ports,
+            local.gang.pool.ray_block_size,
         ),
         "dstack (grpo_start_ray)": (
             _block(dstack, LIBRARY)
             + _block(dstack, LAUNCHER)
             + 'ray_port_block "$RUN"\ngrpo_start_ray worker 127.0.0.1 "$TEMP" "$GPUS" 127.0.0.1 || exit 1\n',
             eks.launchers.dstack.ray_ports,
+            eks.gang.pool.ray_block_size,
         ),
     }
 
@@ -68,10 +71,10 @@ def _paths() -> dict[str, tuple[str, PortRange]]:
 PATHS = _paths()
 
 
-def _free_run(ports: PortRange) -> tuple[int, int]:
+def _free_run(ports: PortRange, size: int) -> tuple[int, int]:
     """A run id whose GCS port nothing on this machine holds now, and that port."""
     for run in range(7, 200):
-        gcs = ray_ports(ports.start, ports.end, run).gcs
+        gcs = ray_ports(ports.start, ports.end, run, size).gcs
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", gcs))
@@ -111,8 +114,8 @@ def _joined(address: str, nodes: int, gpus: int) -> subprocess.CompletedProcess[
 def test_a_worker_joins_a_head_whose_gcs_stalls_while_it_starts(path: str) -> None:
     if not rayhead.RAY.exists():
         unavailable("ray is not installed in this venv (extra `sandbox`)")
-    program, ports = PATHS[path]
-    run, gcs_port = _free_run(ports)
+    program, ports, size = PATHS[path]
+    run, gcs_port = _free_run(ports, size)
     # Short temp dirs: Ray's socket paths under them must fit AF_UNIX's 107 bytes.
     tmp_path = Path(tempfile.mkdtemp(prefix="grpo-join-"))
     head_temp, worker_temp = tmp_path / "h", tmp_path / "w"

@@ -63,6 +63,12 @@ def dstack(path: str) -> dict[str, Any]:
                 [getattr(v, "name", None) or getattr(v, "instance_path", None), v.path] for v in conf.volumes or []
             ],
         }
+    elif conf.ssh_config is not None:
+        ssh = conf.ssh_config
+        out |= {
+            "placement": conf.placement.value if conf.placement else None,
+            "ssh": {"user": ssh.user, "identity_file": ssh.identity_file, "hosts": [str(h) for h in ssh.hosts]},
+        }
     else:
         gpu = conf.resources.gpu
         out |= {

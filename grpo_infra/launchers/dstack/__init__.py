@@ -91,17 +91,20 @@ def task(env: Environment) -> dict[str, Any]:
 
 
 def fleet(env: Environment) -> dict[str, Any] | None:
-    """The fleet configuration: the gang's nodes with the pool's GPUs, on one cluster network."""
+    """The fleet configuration: a cloud fleet of the gang's nodes with the pool's GPUs, or the SSH fleet's
+    hosts, on one cluster network."""
     assert env.launchers is not None and env.launchers.dstack is not None
     spec = env.launchers.dstack.fleet
     if spec is None:
         return None
-    document: dict[str, Any] = {
-        "type": "fleet",
-        "name": spec.name,
-        "nodes": env.gang.nodes,
-        "placement": spec.placement,
-    }
+    document: dict[str, Any] = {"type": "fleet", "name": spec.name}
+    if spec.ssh is not None:
+        # An SSH fleet: its hosts are the ones listed; dstack reads their GPUs itself.
+        ssh = spec.ssh
+        document["ssh_config"] = {"user": ssh.user, "identity_file": ssh.identity_file, "hosts": list(ssh.hosts)}
+        document["placement"] = spec.placement
+        return document
+    document |= {"nodes": env.gang.nodes, "placement": spec.placement}
     if spec.backends:
         document["backends"] = list(spec.backends)
     document["resources"] = {"gpu": _gpu(env)}
