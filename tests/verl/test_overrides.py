@@ -18,6 +18,7 @@ from grpo_infra import verl
 from grpo_infra.image.verl_releases import FULLY_ASYNC_CONFIG_IN_WHEEL, RELEASES, config_keys, flatten_keys
 from grpo_infra.spec import load_stack
 from grpo_infra.spec.job import DERIVED_OVERRIDES, LAYOUT_OVERRIDES, REWARD_MODEL_OVERRIDES
+from grpo_infra.watchdog import SETUP_HOOK_KEY
 from tests.conftest import ROOT, SHIPPED_STACKS
 
 
