@@ -9,10 +9,12 @@ and verl the same overrides, from one timeout:
   (without `ncclCommAbort`, which can itself hang on a dead peer). 3 is torch's default; stated so an
   image's own setting cannot leave it at 0, which only logs (`job.env` still has the last word).
 - `TORCH_NCCL_ENABLE_MONITORING=1`, `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`: a monitor thread kills the process
-  when the watchdog thread itself stops beating (stuck in a CUDA or NCCL call) for that long; torch's
-  default is 480 s, set here to the collective timeout so neither bound outlives the other.
-  (torch 2.11/2.13 torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: `TORCH_NCCL_ASYNC_ERROR_HANDLING`,
-  `ErrorHandlingMode`, `TORCH_NCCL_ENABLE_MONITORING`, `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`.)
+  when the watchdog thread itself stops beating (stuck in a CUDA or NCCL call) for that long. The watchdog
+  beats whatever the collectives' length, so this is torch's default 480 s, or the collective timeout when
+  that is shorter: a stuck watchdog never outlives the bound it enforces.
+  (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: `TORCH_NCCL_ASYNC_ERROR_HANDLING`, `ErrorHandlingMode`,
+  `TORCH_NCCL_ENABLE_MONITORING`, `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`; read in torch 2.13, installed beside
+  verl here, while the images install verl 0.9.1's pin, torch 2.11.)
 - the timeout itself (`grpo_infra.torch_watchdog`): verl 0.9.1 passes torch none, so each Ray worker
   sets torch's default through Ray's worker setup hook, when the image carries this project's modules
   (`image.contents.grpoInfra`); verl's own `actor_rollout_ref.nccl_timeout` gets the same value
@@ -30,6 +32,9 @@ NCCL_TIMEOUT_KEY = "actor_rollout_ref.nccl_timeout"
 SETUP_HOOK_KEY = "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook"
 # torch's ErrorHandlingMode SkipCleanUp: tear the process down without aborting the communicator.
 TEAR_DOWN = "3"
+# torch's default TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+# `HeartbeatMonitor::HeartbeatMonitor`: `getCvarInt(TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 60 * 8)`).
+TORCH_HEARTBEAT_S = 480
 
 
 def timeout_seconds(env: Environment) -> int:
@@ -39,12 +44,12 @@ def timeout_seconds(env: Environment) -> int:
 
 def watchdog_env(env: Environment) -> list[tuple[str, str]]:
     """The variables every process of the job gets, in a stable order."""
-    seconds = str(timeout_seconds(env))
+    seconds = timeout_seconds(env)
     return [
         ("TORCH_NCCL_ASYNC_ERROR_HANDLING", TEAR_DOWN),
         ("TORCH_NCCL_ENABLE_MONITORING", "1"),
-        ("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", seconds),
-        (TIMEOUT_ENV, seconds),
+        ("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(min(seconds, TORCH_HEARTBEAT_S))),
+        (TIMEOUT_ENV, str(seconds)),
     ]
 
 

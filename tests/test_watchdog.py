@@ -26,7 +26,8 @@ from tests.verl.test_overrides import _MISSING, TRAINER, _lookup
 WATCHDOG = {
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
     "TORCH_NCCL_ENABLE_MONITORING": "1",
-    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "600",
+    # torch's 480 s, below the 600 s collective timeout
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480",
     TIMEOUT_ENV: "600",
 }
 

@@ -112,7 +112,7 @@ def test_ray_launcher_files_and_runtime_env() -> None:
             # torch's NCCL watchdog (grpo_infra/watchdog.py)
             "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
             "TORCH_NCCL_ENABLE_MONITORING": "1",
-            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "600",
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480",
             "GRPO_INFRA_COLLECTIVE_TIMEOUT_S": "600",
         },
     }

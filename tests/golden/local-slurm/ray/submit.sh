@@ -478,7 +478,7 @@ grpo_node_environment() {
   export GLOO_SOCKET_IFNAME='eth0'
   export TORCH_NCCL_ASYNC_ERROR_HANDLING='3'
   export TORCH_NCCL_ENABLE_MONITORING='1'
-  export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC='600'
+  export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC='480'
   export GRPO_INFRA_COLLECTIVE_TIMEOUT_S='600'
   : "$node_temp_dir"
 }
