@@ -16,6 +16,7 @@ from .image import rollout_engine
 from .spec import Environment
 from .spec.image import VERL_DEFAULT_ATTENTION
 from .spec.job import OverrideValue
+from .watchdog import watchdog_overrides
 
 ENTRYPOINT = ("python3", "-m", "verl.trainer.main_ppo")
 # verl 0.9.1's fully asynchronous trainer: trainer and rollout on GPUs of their own (job.layout
@@ -68,6 +69,7 @@ def overrides(env: Environment) -> list[tuple[str, OverrideValue]]:
         ("trainer.save_freq", job.checkpoint.save_freq),
         ("trainer.resume_mode", job.checkpoint.resume),
         *retention_overrides(env),
+        *watchdog_overrides(env),
     ]
     pairs += layout_overrides(env)
     pairs += attention_override(env)

@@ -62,7 +62,7 @@ def manager_config(env: Environment) -> dict[str, Any]:
             # node's replacement) is evicted whole and requeued after this long; v1beta2 defaults it to
             # `timeout` (sigs.k8s.io/kueue v0.17.0 apis/config/v1beta2/configuration_types.go:288-296).
             # docs/kubernetes.md, "When a node is lost".
-            "recoveryTimeout": f"{env.kubernetes.recovery_timeout_minutes}m",
+            "recoveryTimeout": f"{env.kubernetes.recovery_timeout()}m",
             "requeuingStrategy": {
                 "timestamp": "Eviction",
                 "backoffLimitCount": REQUEUE_LIMIT,

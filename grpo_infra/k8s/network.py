@@ -20,6 +20,7 @@ from ..lifecycle.ray_node import ephemeral_ports_function
 from ..ports import RayPorts, ray_ports
 from ..spec import Environment
 from ..spec.pools import Pool
+from ..watchdog import watchdog_env
 
 SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 # Interfaces no other node can reach. NCCL_SOCKET_IFNAME takes prefixes, `^` to exclude, `=` for exact
@@ -47,10 +48,10 @@ def socket_interfaces(env: Environment, pool: Pool | None = None) -> list[str]:
 
 
 def worker_nccl_env(env: Environment, pool: Pool | None = None) -> list[tuple[str, str]]:
-    """The pool's NCCL variables with the socket interfaces of the pod's network, not the host's
+    """The pool's NCCL variables and torch's watchdog (grpo_infra/watchdog.py) with the socket interfaces of the pod's network, not the host's
     (`pool`: a disaggregated role's pool; default the gang's)."""
     pool = pool or env.gang.pool
-    fabric = [(k, v) for k, v in nccl_env(pool) if k not in SOCKET_VARIABLES]
+    fabric = [*((k, v) for k, v in nccl_env(pool) if k not in SOCKET_VARIABLES), *watchdog_env(env)]
     names = ",".join(socket_interfaces(env, pool))
     if not names:
         # Nothing named (host networking, no `fabric.interfaces`): every interface but the unreachable ones.

@@ -20,6 +20,7 @@ from ..preflight.gate import gate_command
 from ..slurmgen.sbatch import DEFAULT_READY_TIMEOUT_S, single_quoted
 from ..spec import Environment
 from ..spec.slurm import PortRange
+from ..watchdog import watchdog_env
 
 # Where a run's per-node Ray temp dirs live: `$GRPO_RAY_TMPDIR/grpo-ray-<run>/<node>`.
 RUN_ROOT = "${GRPO_RAY_TMPDIR:-/tmp}/grpo-ray-${GRPO_RUN_ID}"
@@ -36,8 +37,8 @@ def render_template(name: str, **context: Any) -> str:
 
 def job_environment(env: Environment, interface: str | None) -> list[tuple[str, str]]:
     """Plain variables of every process: the pool's fabric (sockets on `interface` when the fabric
-    names none), then the spec's `job.env`. Never a secret."""
-    return [*nccl_env(env.gang.pool, interface), *sorted(env.job.env.items())]
+    names none), torch's watchdog (grpo_infra/watchdog.py), then the spec's `job.env`. Never a secret."""
+    return [*nccl_env(env.gang.pool, interface), *watchdog_env(env), *sorted(env.job.env.items())]
 
 
 def node_functions(env: Environment, ports: PortRange, interface: str | None) -> str:

@@ -31,6 +31,7 @@ from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
 from ..spec import Environment
 from ..spec.slurm import Container
+from ..watchdog import watchdog_env
 from .conf import gres_request
 from .templates import render_template
 
@@ -111,10 +112,11 @@ def fabric_gate(env: Environment) -> FabricGate:
 
 def job_environment(env: Environment) -> dict[str, str]:
     """Variables exported to every process of the job: the pool's fabric (the rule both targets share),
-    with sockets on the stack's interface when the fabric names none; then the spec's `env`."""
+    with sockets on the stack's interface when the fabric names none; torch's watchdog (grpo_infra/watchdog.py);
+    then the spec's `env`."""
     slurm = env.slurm
     assert slurm is not None
-    return {**dict(nccl_env(env.gang.pool, slurm.interface)), **env.job.env}
+    return {**dict(nccl_env(env.gang.pool, slurm.interface)), **dict(watchdog_env(env)), **env.job.env}
 
 
 # The image's working directory when the stack names none: it exists in every image.

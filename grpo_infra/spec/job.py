@@ -59,6 +59,9 @@ DERIVED_OVERRIDES = frozenset(
         "trainer.default_local_dir",
         "trainer.save_freq",
         "trainer.resume_mode",
+        # from job.collectiveTimeoutMinutes, and the worker setup hook that applies it (grpo_infra/watchdog.py)
+        "actor_rollout_ref.nccl_timeout",
+        "ray_kwargs.ray_init.runtime_env.worker_process_setup_hook",
     }
 )
 # What a disaggregated layout derives besides (grpo_infra/verl.py `layout_overrides`): the rollout's shape
@@ -379,6 +382,13 @@ class Job(SpecModel):
     preflight: Preflight = Field(default_factory=Preflight)
     debug: Debug = Field(default_factory=Debug)
     probe: Probe | None = None
+    collective_timeout_minutes: Annotated[int, Field(ge=1, le=120)] = Field(
+        default=10,
+        description="How long a rank may wait in one collective before torch's NCCL watchdog aborts it (the "
+        "process-group timeout, and the watchdog's heartbeat). Default 10: verl's own `nccl_timeout` (600 s); "
+        "without it verl 0.9.1's process group waits torch's 30 min. Raise it above the longest collective a "
+        "healthy step has (a checkpoint written to slow storage while the other ranks wait).",
+    )
     """The probe instead of verl (Kubernetes stacks whose GPUs are placeholders; docs/local-kubernetes.md)."""
 
     @field_validator("name")

@@ -419,11 +419,23 @@ class Kubernetes(SpecModel):
         description="Kueue evicts and requeues a gang whose pods are not all ready by then; covers pulling a "
         "multi-GB verl image onto every node.",
     )
-    recovery_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = Field(
-        default=15,
+    node_replacement_minutes: Annotated[int, Field(ge=0, le=1440)] = Field(
+        default=10,
+        description="How long the cluster takes to give a lost GPU node's place to a new node that is Ready "
+        "(EKS/GKE node groups: an estimate of 5-10 minutes, measure yours; `existing`: however long someone "
+        "takes). With `imagePullMinutes` it is the floor of `recoveryTimeoutMinutes`.",
+    )
+    image_pull_minutes: Annotated[int, Field(ge=0, le=1440)] = Field(
+        default=10,
+        description="How long a new node takes to pull the job image (the verl images are ~20 GB); with "
+        "`nodeReplacementMinutes` it is the floor of `recoveryTimeoutMinutes`.",
+    )
+    recovery_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] | None = Field(
+        default=None,
         description="Kueue `waitForPodsReady.recoveryTimeout`: a gang that ran and is not ready again this long (a "
-        "retry's new Ray cluster waiting for a lost node's replacement) is evicted whole and requeued; Kueue's own "
-        "default is `podsReadyTimeoutMinutes`.",
+        "retry's new Ray cluster waiting for a lost node's replacement) is evicted whole and requeued. Default "
+        "and floor: `nodeReplacementMinutes` + `imagePullMinutes` (shorter would evict a retry that was about to "
+        "get its node); Kueue's own default is `podsReadyTimeoutMinutes`.",
     )
     block_admission: bool = Field(
         default=True,
@@ -480,6 +492,25 @@ class Kubernetes(SpecModel):
             dupes = sorted({n for n in values if values.count(n) > 1})
             if dupes:
                 raise ValueError(f"volumes: {what} {dupes[0]} is used twice")
+        return self
+
+    def recovery_floor_minutes(self) -> int:
+        """The least a retry needs to get a lost node back: the node replaced, then the image pulled on it."""
+        return self.node_replacement_minutes + self.image_pull_minutes
+
+    def recovery_timeout(self) -> int:
+        """`recoveryTimeoutMinutes`, or its floor when the stack sets none."""
+        return self.recovery_floor_minutes() if self.recovery_timeout_minutes is None else self.recovery_timeout_minutes
+
+    @model_validator(mode="after")
+    def _recovery_covers_a_replacement(self) -> Kubernetes:
+        floor = self.recovery_floor_minutes()
+        if self.recovery_timeout_minutes is not None and self.recovery_timeout_minutes < floor:
+            raise ValueError(
+                f"recoveryTimeoutMinutes {self.recovery_timeout_minutes} is shorter than nodeReplacementMinutes "
+                f"+ imagePullMinutes ({floor}): Kueue would evict a retry before its replacement node could be "
+                "ready; raise it or leave it unset"
+            )
         return self
 
     @model_validator(mode="after")

@@ -222,13 +222,26 @@ def test_backoff_limit_follows_the_spec() -> None:
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
-def test_kueue_evicts_a_gang_whose_lost_pod_does_not_come_back_in_15_minutes(stack: str) -> None:
-    assert manager_config(env_of(stack))["waitForPodsReady"]["recoveryTimeout"] == "15m"
+def test_kueue_waits_a_node_replacement_and_an_image_pull_before_evicting(stack: str) -> None:
+    """Unset, recoveryTimeout is nodeReplacementMinutes + imagePullMinutes (10 + 10): the 15 minutes it was
+    evicted a retry whose replacement node was still pulling the image."""
+    assert manager_config(env_of(stack))["waitForPodsReady"]["recoveryTimeout"] == "20m"
 
 
 def test_recovery_timeout_follows_the_spec() -> None:
-    env = variant("gke-dev", lambda raw: raw["kubernetes"].update(recoveryTimeoutMinutes=5))
-    assert manager_config(env)["waitForPodsReady"]["recoveryTimeout"] == "5m"
+    env = variant("gke-dev", lambda raw: raw["kubernetes"].update(recoveryTimeoutMinutes=45))
+    assert manager_config(env)["waitForPodsReady"]["recoveryTimeout"] == "45m"
+
+
+def test_recovery_timeout_is_derived_from_replacement_and_pull() -> None:
+    env = variant("eks-prod", lambda raw: raw["kubernetes"].update(nodeReplacementMinutes=4, imagePullMinutes=3))
+    assert manager_config(env)["waitForPodsReady"]["recoveryTimeout"] == "7m"
+
+
+def test_a_recovery_timeout_shorter_than_replacement_and_pull_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"recoveryTimeoutMinutes 15 is shorter than .*\(20\)") as caught:
+        variant("gke-dev", lambda raw: raw["kubernetes"].update(recoveryTimeoutMinutes=15))
+    assert len(caught.value.errors()) == 1
 
 
 CHECKPOINT_DIRS = {

@@ -105,7 +105,16 @@ def test_ray_launcher_files_and_runtime_env() -> None:
     runtime = yaml.safe_load(files["ray/runtime_env.yaml"])
     assert runtime == {
         "py_modules": ["gate/grpo_infra"],
-        "env_vars": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+        "env_vars": {
+            "NCCL_IB_DISABLE": "1",
+            "NCCL_SOCKET_IFNAME": "=eth0",
+            "GLOO_SOCKET_IFNAME": "eth0",
+            # torch's NCCL watchdog (grpo_infra/watchdog.py)
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+            "TORCH_NCCL_ENABLE_MONITORING": "1",
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480",
+            "GRPO_INFRA_COLLECTIVE_TIMEOUT_S": "600",
+        },
     }
     # Port block of run R: 30000 + (R mod 10) * 256 (range 30000-32767, 256 ports a block).
     assert "ray_port_base=$(( 30000 + ($1 % 10) * 256 ))" in files["ray/head.sh"]

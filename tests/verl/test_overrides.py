@@ -18,6 +18,7 @@ from grpo_infra import verl
 from grpo_infra.image.verl_releases import FULLY_ASYNC_CONFIG_IN_WHEEL, RELEASES, config_keys, flatten_keys
 from grpo_infra.spec import load_stack
 from grpo_infra.spec.job import DERIVED_OVERRIDES, LAYOUT_OVERRIDES, REWARD_MODEL_OVERRIDES
+from grpo_infra.watchdog import SETUP_HOOK_KEY
 from tests.conftest import ROOT, SHIPPED_STACKS
 
 
@@ -138,4 +139,7 @@ def test_overrides_cannot_shadow_what_the_spec_sets(stack: str) -> None:
     unused = {verl.ATTENTION_KEY.removeprefix("+")} | REWARD_MODEL_OVERRIDES
     if not env.disaggregated:
         unused |= LAYOUT_OVERRIDES
+    # the worker setup hook only for an image that carries this project (grpo_infra/watchdog.py)
+    if not env.image.contents.grpo_infra:
+        unused |= {SETUP_HOOK_KEY.removeprefix("+")}
     assert spec_set | unused == DERIVED_OVERRIDES

@@ -478,6 +478,10 @@ grpo_node_environment() {
   export NCCL_IB_DISABLE='1'
   export NCCL_SOCKET_IFNAME='=eth0'
   export GLOO_SOCKET_IFNAME='eth0'
+  export TORCH_NCCL_ASYNC_ERROR_HANDLING='3'
+  export TORCH_NCCL_ENABLE_MONITORING='1'
+  export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC='480'
+  export GRPO_INFRA_COLLECTIVE_TIMEOUT_S='600'
   : "$node_temp_dir"
 }
 

@@ -476,6 +476,10 @@ grpo_node_environment() {
   export NCCL_IB_DISABLE='1'
   export NCCL_SOCKET_IFNAME='=eth0'
   export GLOO_SOCKET_IFNAME='eth0'
+  export TORCH_NCCL_ASYNC_ERROR_HANDLING='3'
+  export TORCH_NCCL_ENABLE_MONITORING='1'
+  export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC='480'
+  export GRPO_INFRA_COLLECTIVE_TIMEOUT_S='600'
   : "$node_temp_dir"
 }
 
@@ -543,7 +547,7 @@ unset RAY_AUTH_TOKEN_PATH
 grpo_wait_ready "$head:$GRPO_RAY_GCS_PORT"
 
 # --- verl command ---
-verl_command='python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false '"'"'data.train_files=[/data/gsm8k/train.parquet]'"'"' '"'"'data.val_files=[/data/gsm8k/test.parquet]'"'"' data.train_batch_size=48 data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=24 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 '"'"'trainer.logger=[console]'"'"' trainer.project_name=grpo-sandbox trainer.experiment_name=sandbox-3node trainer.total_epochs=1 trainer.nnodes=3 trainer.n_gpus_per_node=8 trainer.default_local_dir=/run/grpo-sandbox/shared/checkpoints trainer.save_freq=1 trainer.resume_mode=auto trainer.max_actor_ckpt_to_keep=3 trainer.max_critic_ckpt_to_keep=3 +actor_rollout_ref.model.override_config.attn_implementation=sdpa'
+verl_command='python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false '"'"'data.train_files=[/data/gsm8k/train.parquet]'"'"' '"'"'data.val_files=[/data/gsm8k/test.parquet]'"'"' data.train_batch_size=48 data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=24 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 '"'"'trainer.logger=[console]'"'"' trainer.project_name=grpo-sandbox trainer.experiment_name=sandbox-3node trainer.total_epochs=1 trainer.nnodes=3 trainer.n_gpus_per_node=8 trainer.default_local_dir=/run/grpo-sandbox/shared/checkpoints trainer.save_freq=1 trainer.resume_mode=auto trainer.max_actor_ckpt_to_keep=3 trainer.max_critic_ckpt_to_keep=3 actor_rollout_ref.nccl_timeout=600 +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=grpo_infra.torch_watchdog.apply +actor_rollout_ref.model.override_config.attn_implementation=sdpa'
 # --- end verl command ---
 gate_command='python3 -m grpo_infra.preflight.ray_allreduce --fabric none --gpus-per-node 8 --nodes 3 --backend gloo --fraction 0.8 --size-mib 16 --iters 5 --timeout 300'
 if [[ -n ${GRPO_ENTRYPOINT:-} ]]; then
