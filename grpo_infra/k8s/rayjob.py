@@ -11,7 +11,6 @@ from typing import Any
 
 from .. import debug, training
 from ..image import image_reference
-from ..image.variant import runtime_contents
 from ..lifecycle.resume import guarded
 from ..preflight.gate import gate_command
 from ..spec import Environment
@@ -39,6 +38,7 @@ from .raycluster import (
     volume_source,
     worker_group_name,
 )
+from .shipped import IDENTITY_KEY, RESUME_FILE, RESUME_MOUNT, resume_enabled
 
 __all__ = [
     "DASHBOARD_PORT",
@@ -87,21 +87,20 @@ def resume_guard(env: Environment, training: str) -> str:
 
     A retried RayJob or a resubmitted job that resumed at step N and exited 0 without saving a newer step
     trained nothing; the guard turns its exit 0 into 1, so KubeRay reports the job FAILED, not SUCCEEDED.
-    It reads `job.checkpoint.dir`, the mount path of the job's own subPath (`raycluster.checkpoint_sub_path`):
-    the directory verl writes as `trainer.default_local_dir`. The guard runs from the image, so it needs
-    `image.contents.grpoInfra`; an image without it runs verl alone after one warning line in the job's log.
+    Before verl starts, a checkpoint directory written by another experiment (a reused job name) is refused
+    in one line. It reads `job.checkpoint.dir`, the mount path of the job's own subPath
+    (`raycluster.checkpoint_sub_path`): the directory verl writes as `trainer.default_local_dir`. The program
+    and the experiment's identity come from the head's `grpo-infra-resume` ConfigMap (`shipped.resume_files`),
+    so the rule runs in every image, whatever it holds, with the image's own `python3` (standard library only).
     """
-    if env.job.checkpoint.resume != "auto":
+    if not resume_enabled(env):
         return training
-    if runtime_contents(env).grpo_infra:
-        return guarded(env.job.checkpoint.dir, training)
-    return f"{{ echo {shlex.quote(UNGUARDED_WARNING)} >&2; {training}; }}"
-
-
-UNGUARDED_WARNING = (
-    "grpo: WARNING: the image lacks grpo-infra (image.contents.grpoInfra): "
-    "a resumed run that exits 0 without training is not reported failed"
-)
+    return guarded(
+        env.job.checkpoint.dir,
+        f"{RESUME_MOUNT}/{IDENTITY_KEY}",
+        training,
+        program=f"{RESUME_MOUNT}/{RESUME_FILE}",
+    )
 
 
 WORLD_SIZE_FILE = ".grpo-infra-world-size"
@@ -115,7 +114,7 @@ def world_size_guard(env: Environment) -> str | None:
     The job's checkpoint directory (its own, `raycluster.checkpoint_sub_path`) records the gang's
     `<nodes>x<GPUs per node>` on first use; a later attempt of another size stops here with one line.
     """
-    if env.job.checkpoint.resume != "auto":
+    if not resume_enabled(env):
         return None
     gang = env.gang
     directory = shlex.quote(env.job.checkpoint.dir)
