@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from grpo_infra import synth
+from grpo_infra.lifecycle.ray_node import RESUME_PROGRAM
 from grpo_infra.spec import ENVIRONMENT_KEY, Environment, SpecError, environment_from_config
 from tests.conftest import ROOT, unavailable
 
@@ -102,9 +103,12 @@ def test_ray_launcher_files_and_runtime_env() -> None:
     files = synth.render(environment("local-slurm"))
     assert {"ray/head.sh", "ray/worker.sh", "ray/submit.sh", "ray/runtime_env.yaml"} <= set(files)
     assert "ray/gate/grpo_infra/preflight/ray_allreduce.py" in files
+    # The resume rule ships as a module no image holds, run by the submitted entrypoint before verl.
+    assert files["ray/resume/grpo_infra_resume/__main__.py"] == RESUME_PROGRAM.read_text()
+    assert "python3 -m grpo_infra_resume --checkpoint-dir" in files["ray/submit.sh"]
     runtime = yaml.safe_load(files["ray/runtime_env.yaml"])
     assert runtime == {
-        "py_modules": ["gate/grpo_infra"],
+        "py_modules": ["gate/grpo_infra", "resume/grpo_infra_resume"],
         "env_vars": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"},
     }
     # Port block of run R: 30000 + (R mod 10) * 256 (range 30000-32767, 256 ports a block).
