@@ -449,8 +449,7 @@ PYTHON
 
 # The resume rule (grpo_infra/lifecycle/resume.py), for `python3 -c "$resume_program" --checkpoint-dir DIR
 # --identity JSON [-- COMMAND...]`: a checkpoint directory of another experiment is refused in one line.
-# (The `ray` launcher's node scripts leave it unused: its submitted job ships the program as a module.)
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034 # the `ray` launcher's node scripts leave it unused (its job ships it as a module)
 resume_program=$(cat <<'PYTHON'
 """The resume rule, one program for every path: a checkpoint directory belongs to one experiment, and a
 resumed run must advance.
