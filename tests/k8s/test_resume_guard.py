@@ -72,14 +72,21 @@ def _run(
                 (fake / package / "__init__.py").write_text("")
         path.write_text(FAKE_VERL)
     entrypoint = ray_job(env)["spec"]["entrypoint"].replace(RESUME_MOUNT, str(_shipped(env, mount)))
+    # An image without grpo-infra: `python3` without site-packages (where grpo-infra is installed here), run
+    # outside the checkout; the rule runs from the shipped file alone.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
     run_env = {
-        # No grpo-infra on the path: the rule runs from the shipped file alone, as in an image without it.
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
         "PYTHONPATH": str(fake),
         "FAKE_VERL_RAN": str(verl_ran or tmp_path / "verl-ran"),
         **({"FAKE_VERL_SAVES": str(saves)} if saves is not None else {}),
     }
-    return subprocess.run(["bash", "-c", entrypoint], env=run_env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", "-c", entrypoint], env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
 
 
 def _resumed_at(env: Environment, step: int, identity: str | None = None) -> None:
