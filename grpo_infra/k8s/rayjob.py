@@ -78,11 +78,11 @@ def entrypoint(env: Environment, gate: bool = True) -> str:
     steps = [guard] if guard else []
     steps += [f"{PYTHONPATH_PREFIX} {fabric}"] if fabric else []
     steps += [world] if world else []
-    script = " && ".join([*steps, resume_guard(env, training.shell_command(env))])
+    script = " && ".join([*steps, resume_guard(env, training.shell_command(env), submitted=not gate)])
     return shlex.join(["sh", "-c", script])
 
 
-def resume_guard(env: Environment, training: str) -> str:
+def resume_guard(env: Environment, command: str, submitted: bool = False) -> str:
     """verl's command under the resume rule (`grpo_infra.lifecycle.resume`), with `resume: auto`.
 
     A retried RayJob or a resubmitted job that resumed at step N and exited 0 without saving a newer step
@@ -90,17 +90,19 @@ def resume_guard(env: Environment, training: str) -> str:
     Before verl starts, a checkpoint directory written by another experiment (a reused job name) is refused
     in one line. It reads `job.checkpoint.dir`, the mount path of the job's own subPath
     (`raycluster.checkpoint_sub_path`): the directory verl writes as `trainer.default_local_dir`. The program
-    and the experiment's identity come from the head's `grpo-infra-resume` ConfigMap (`shipped.resume_files`),
-    so the rule runs in every image, whatever it holds, with the image's own `python3` (standard library only).
+    comes from the head's `grpo-infra-resume` ConfigMap (`shipped.resume_files`), so the rule runs in every
+    image, whatever it holds, with the image's own `python3` (standard library only).
+
+    The RayJob's identity is the ConfigMap's `experiment.json`, rendered with it. A job `submitted` to a
+    running RayCluster (`grpo-infra submit`) carries its own inline: the cluster's ConfigMap holds the
+    experiment the cluster was created for, which need not be the one submitted now.
     """
     if not resume_enabled(env):
-        return training
-    return guarded(
-        env.job.checkpoint.dir,
-        f"{RESUME_MOUNT}/{IDENTITY_KEY}",
-        training,
-        program=f"{RESUME_MOUNT}/{RESUME_FILE}",
-    )
+        return command
+    program = f"{RESUME_MOUNT}/{RESUME_FILE}"
+    if submitted:
+        return guarded(env.job.checkpoint.dir, command, identity=training.identity_json(env), program=program)
+    return guarded(env.job.checkpoint.dir, command, identity_file=f"{RESUME_MOUNT}/{IDENTITY_KEY}", program=program)
 
 
 WORLD_SIZE_FILE = ".grpo-infra-world-size"

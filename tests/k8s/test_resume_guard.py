@@ -20,6 +20,7 @@ import pytest
 
 from grpo_infra import training
 from grpo_infra.k8s import objects, ray_job
+from grpo_infra.k8s.rayjob import entrypoint
 from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT, RESUME_VOLUME, resume_config_map_name
 from grpo_infra.lifecycle.resume import CHECKPOINT_TRACKER, IDENTITY_FILE
 from grpo_infra.spec import Environment
@@ -58,8 +59,15 @@ def _shipped(env: Environment, root: Path) -> Path:
 
 
 def _run(
-    tmp_path: Path, env: Environment, *, saves: int | None = None, verl_ran: Path | None = None
+    tmp_path: Path,
+    env: Environment,
+    *,
+    saves: int | None = None,
+    verl_ran: Path | None = None,
+    cluster: Environment | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """`env`'s RayJob entrypoint; with `cluster`, `env` submitted (`grpo-infra submit`) to `cluster`'s running
+    RayCluster, whose head mounts `cluster`'s ConfigMap."""
     mount = tmp_path / "opt-grpo-infra-resume"
     mount.mkdir(exist_ok=True)
     fake = tmp_path / "fake"
@@ -71,7 +79,8 @@ def _run(
             if package != Path("."):
                 (fake / package / "__init__.py").write_text("")
         path.write_text(FAKE_VERL)
-    entrypoint = ray_job(env)["spec"]["entrypoint"].replace(RESUME_MOUNT, str(_shipped(env, mount)))
+    command = entrypoint(env, gate=False) if cluster is not None else ray_job(env)["spec"]["entrypoint"]
+    command = command.replace(RESUME_MOUNT, str(_shipped(cluster or env, mount)))
     # An image without grpo-infra: `python3` without site-packages (where grpo-infra is installed here), run
     # outside the checkout; the rule runs from the shipped file alone.
     bin_dir = tmp_path / "bin"
@@ -85,7 +94,7 @@ def _run(
         **({"FAKE_VERL_SAVES": str(saves)} if saves is not None else {}),
     }
     return subprocess.run(
-        ["bash", "-c", entrypoint], env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        ["bash", "-c", command], env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
 
 
@@ -145,6 +154,18 @@ def test_another_experiment_under_the_same_job_name_is_refused_in_one_line_befor
     ]
     assert not ran.exists()
     assert (tmp_path / "checkpoints" / CHECKPOINT_TRACKER).read_text() == "20"
+
+
+def test_a_job_submitted_to_a_running_cluster_is_judged_by_its_own_experiment(tmp_path: Path) -> None:
+    """`grpo-infra submit` sends its experiment's identity inline: the cluster's ConfigMap holds the one the
+    cluster was created for, which a changed stack no longer is."""
+    first = _stack("eks-prod", tmp_path / "checkpoints")
+    assert _run(tmp_path, first, saves=20, cluster=first).returncode == 0
+    assert _run(tmp_path, first, saves=40, cluster=first).returncode == 0  # the same experiment resumes
+    second = _stack("eks-prod", tmp_path / "checkpoints", learning_rate=3e-6)
+    run = _run(tmp_path, second, saves=60, cluster=first)
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run
+    assert "belongs to experiment" in run.stderr and "actor_rollout_ref.actor.optim.lr" in run.stderr
 
 
 def test_checkpoints_of_an_unknown_experiment_are_refused(tmp_path: Path) -> None:

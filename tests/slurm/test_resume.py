@@ -58,8 +58,11 @@ def test_a_resumed_run_that_exits_0_without_a_new_step_fails(
 
 
 def test_the_entrypoint_form_wraps_a_shell_command_line() -> None:
-    assert guarded("/ckpt dir", "/id.json", "sh -c 'a && b'", program="/opt/r.py") == (
+    assert guarded("/ckpt dir", "sh -c 'a && b'", identity_file="/id.json", program="/opt/r.py") == (
         "python3 /opt/r.py --checkpoint-dir '/ckpt dir' --identity-file /id.json -- sh -c 'a && b'"
+    )
+    assert guarded("/c", "true", identity='{"digest": "d"}') == (
+        """python3 -m grpo_infra.lifecycle.resume --checkpoint-dir /c --identity '{"digest": "d"}' -- true"""
     )
 
 

@@ -108,12 +108,23 @@ def identity_refusal(directory: Path, identity: dict[str, Any]) -> str | None:
     )
 
 
-def guarded(checkpoint_dir: str, identity_file: str, command: str, program: str = f"-m {MODULE}") -> str:
-    """`command` (a shell command line) run under both rules, as a shell command line."""
-    return (
-        f"python3 {program} --checkpoint-dir {shlex.quote(checkpoint_dir)} "
-        f"--identity-file {shlex.quote(identity_file)} -- {command}"
+def guarded(
+    checkpoint_dir: str,
+    command: str,
+    *,
+    identity_file: str | None = None,
+    identity: str | None = None,
+    program: str = f"-m {MODULE}",
+) -> str:
+    """`command` (a shell command line) run under both rules, as a shell command line; the experiment's
+    identity from a file or inline JSON (exactly one)."""
+    assert (identity_file is None) != (identity is None), "one of identity_file and identity"
+    source = (
+        f"--identity-file {shlex.quote(identity_file)}"
+        if identity_file
+        else f"--identity {shlex.quote(identity or '')}"
     )
+    return f"python3 {program} --checkpoint-dir {shlex.quote(checkpoint_dir)} {source} -- {command}"
 
 
 def main(argv: list[str] | None = None) -> int:
