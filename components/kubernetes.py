@@ -22,7 +22,7 @@ from grpo_infra.k8s.gate import gate_config_map
 from grpo_infra.k8s.labels import ray_token_secret_name
 from grpo_infra.k8s.operators import chart_path, kuberay_release, kueue_release, kueue_role_patches, uses_kueue
 from grpo_infra.k8s.rayjob import dashboard_command, dashboard_token_command
-from grpo_infra.k8s.shipped import guard_config_map
+from grpo_infra.k8s.shipped import guard_config_map, resume_config_map
 from grpo_infra.spec import PROJECT, Environment
 
 PREFIX = "grpo-infra:k8s"
@@ -231,6 +231,8 @@ class GrpoRayJobArgs:
     disruption_budget: dict[str, Any] | None = None
     # The image guard's program, mounted by the init container of every Ray pod (`grpo_infra.k8s.shipped`).
     guard_code: dict[str, Any] | None = None
+    # The resume rule's program and the experiment's identity, mounted on the head (`grpo_infra.k8s.shipped`).
+    resume_code: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, env: Environment) -> GrpoRayJobArgs:
@@ -243,6 +245,7 @@ class GrpoRayJobArgs:
             token,
             render.pod_disruption_budget(env),
             guard_config_map(env),
+            resume_config_map(env),
         )
 
 
@@ -260,6 +263,8 @@ class GrpoRayJob(pulumi.ComponentResource):
         # carries the program's hash, so a guard change creates the new one, updates the Ray object, then
         # deletes the old one.
         self.guard_code = register_object(args.guard_code, _child(self, opts)) if args.guard_code else None
+        # The head runs the driver under the resume rule from this ConfigMap (named by its files' hash as well).
+        self.resume_code = register_object(args.resume_code, _child(self, opts)) if args.resume_code else None
         # In place before the pods exist, so no drain can catch the gang between its start and the budget.
         budget = args.disruption_budget
         self.disruption_budget = register_object(budget, _child(self, opts)) if budget else None
@@ -286,6 +291,7 @@ class GrpoRayJob(pulumi.ComponentResource):
             self.network_policy,
             *([self.gate_code] if self.gate_code is not None else []),
             *([self.guard_code] if self.guard_code is not None else []),
+            *([self.resume_code] if self.resume_code is not None else []),
             *([self.token] if self.token is not None else []),
             *([self.disruption_budget] if self.disruption_budget is not None else []),
         ]
@@ -300,6 +306,8 @@ class GrpoRayJob(pulumi.ComponentResource):
             outputs["gateCode"] = args.gate_code["metadata"]["name"]
         if args.guard_code is not None:
             outputs["guardCode"] = args.guard_code["metadata"]["name"]
+        if args.resume_code is not None:
+            outputs["resumeCode"] = args.resume_code["metadata"]["name"]
         self.register_outputs(outputs)
 
 

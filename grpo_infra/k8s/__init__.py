@@ -20,7 +20,7 @@ from .queues import queue_objects
 from .raycluster import ray_cluster
 from .raycronjob import default_local_queue, ray_cron_job
 from .rayjob import ray_job
-from .shipped import guard_config_map
+from .shipped import guard_config_map, resume_config_map
 
 __all__ = [
     "cron_queues",
@@ -36,6 +36,7 @@ __all__ = [
     "ray_cron_job",
     "ray_job",
     "render_files",
+    "resume_config_map",
     "secret_references",
     "tenant_access",
     "tenant_namespaces",
@@ -46,6 +47,7 @@ __all__ = [
 def objects(env: Environment) -> list[dict[str, Any]]:
     """Every Kubernetes object the stack applies, in apply order (Secrets excepted: Pulumi makes those)."""
     gate_code = gate_config_map(env)
+    resume_code = resume_config_map(env)
     return [
         *tenant_namespaces(env),
         *tenant_access(env),
@@ -54,6 +56,7 @@ def objects(env: Environment) -> list[dict[str, Any]]:
         ray_network_policy(env),
         *([gate_code] if gate_code is not None else []),
         guard_config_map(env),
+        *([resume_code] if resume_code is not None else []),
         pod_disruption_budget(env),
         workload(env),
     ]

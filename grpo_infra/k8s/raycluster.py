@@ -36,7 +36,7 @@ from .node_loss import AGENT_PORT, probes, ray_health_env
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
 from .queues import head_cpu_milli, head_memory_mi
-from .shipped import guard_volume
+from .shipped import guard_volume, resume_enabled, resume_mount, resume_volume
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -148,6 +148,10 @@ def _head_group(env: Environment, gate_in_head: bool) -> dict[str, Any]:
         pod["volumes"].append(gate_volume(env))
         if gate_in_head:
             pod["containers"].append(gate_sidecar(env))
+    if resume_enabled(env):
+        # The driver runs on the head under the resume rule (`grpo_infra.k8s.rayjob.resume_guard`).
+        container["volumeMounts"].append(resume_mount())
+        pod["volumes"].append(resume_volume(env))
     return {
         # Reached inside the cluster only; people use `kubectl port-forward` (see dashboard_command).
         "serviceType": "ClusterIP",

@@ -11,7 +11,6 @@ from typing import Any
 
 from .. import debug, training
 from ..image import image_reference
-from ..image.variant import runtime_contents
 from ..lifecycle.resume import guarded
 from ..preflight.gate import gate_command
 from ..spec import Environment
@@ -39,6 +38,7 @@ from .raycluster import (
     volume_source,
     worker_group_name,
 )
+from .shipped import IDENTITY_KEY, RESUME_FILE, RESUME_MOUNT, resume_enabled
 
 __all__ = [
     "DASHBOARD_PORT",
@@ -78,30 +78,31 @@ def entrypoint(env: Environment, gate: bool = True) -> str:
     steps = [guard] if guard else []
     steps += [f"{PYTHONPATH_PREFIX} {fabric}"] if fabric else []
     steps += [world] if world else []
-    script = " && ".join([*steps, resume_guard(env, training.shell_command(env))])
+    script = " && ".join([*steps, resume_guard(env, training.shell_command(env), submitted=not gate)])
     return shlex.join(["sh", "-c", script])
 
 
-def resume_guard(env: Environment, training: str) -> str:
+def resume_guard(env: Environment, command: str, submitted: bool = False) -> str:
     """verl's command under the resume rule (`grpo_infra.lifecycle.resume`), with `resume: auto`.
 
     A retried RayJob or a resubmitted job that resumed at step N and exited 0 without saving a newer step
     trained nothing; the guard turns its exit 0 into 1, so KubeRay reports the job FAILED, not SUCCEEDED.
-    It reads `job.checkpoint.dir`, the mount path of the job's own subPath (`raycluster.checkpoint_sub_path`):
-    the directory verl writes as `trainer.default_local_dir`. The guard runs from the image, so it needs
-    `image.contents.grpoInfra`; an image without it runs verl alone after one warning line in the job's log.
+    Before verl starts, a checkpoint directory written by another experiment (a reused job name) is refused
+    in one line. It reads `job.checkpoint.dir`, the mount path of the job's own subPath
+    (`raycluster.checkpoint_sub_path`): the directory verl writes as `trainer.default_local_dir`. The program
+    comes from the head's `grpo-infra-resume` ConfigMap (`shipped.resume_files`), so the rule runs in every
+    image, whatever it holds, with the image's own `python3` (standard library only).
+
+    The RayJob's identity is the ConfigMap's `experiment.json`, rendered with it. A job `submitted` to a
+    running RayCluster (`grpo-infra submit`) carries its own inline: the cluster's ConfigMap holds the
+    experiment the cluster was created for, which need not be the one submitted now.
     """
-    if env.job.checkpoint.resume != "auto":
-        return training
-    if runtime_contents(env).grpo_infra:
-        return guarded(env.job.checkpoint.dir, training)
-    return f"{{ echo {shlex.quote(UNGUARDED_WARNING)} >&2; {training}; }}"
-
-
-UNGUARDED_WARNING = (
-    "grpo: WARNING: the image lacks grpo-infra (image.contents.grpoInfra): "
-    "a resumed run that exits 0 without training is not reported failed"
-)
+    if not resume_enabled(env):
+        return command
+    program = f"{RESUME_MOUNT}/{RESUME_FILE}"
+    if submitted:
+        return guarded(env.job.checkpoint.dir, command, identity=training.identity_json(env), program=program)
+    return guarded(env.job.checkpoint.dir, command, identity_file=f"{RESUME_MOUNT}/{IDENTITY_KEY}", program=program)
 
 
 WORLD_SIZE_FILE = ".grpo-infra-world-size"
@@ -115,7 +116,7 @@ def world_size_guard(env: Environment) -> str | None:
     The job's checkpoint directory (its own, `raycluster.checkpoint_sub_path`) records the gang's
     `<nodes>x<GPUs per node>` on first use; a later attempt of another size stops here with one line.
     """
-    if env.job.checkpoint.resume != "auto":
+    if not resume_enabled(env):
         return None
     gang = env.gang
     directory = shlex.quote(env.job.checkpoint.dir)

@@ -9,11 +9,12 @@ each from the rule the Slurm and Kubernetes targets already use.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
 
-from .. import debug, verl
+from .. import debug, training, verl
 from ..fabric import nccl_env
 from ..lifecycle.ray_node import library, shell_templates
 from ..preflight.gate import gate_command
@@ -62,10 +63,22 @@ def node_functions(env: Environment, ports: PortRange, interface: str | None) ->
     ).rstrip("\n")
 
 
+def resumed(env: Environment, command: str) -> str:
+    """`command` (one simple shell command) under the resume rule, with `checkpoint.resume: auto`: the lifecycle
+    library's `$resume_program` refuses a checkpoint directory of another experiment before it starts, and
+    fails a resumed run that exits 0 without a newer step (grpo_infra/lifecycle/resume.py), as on Kubernetes."""
+    if env.job.checkpoint.resume != "auto":
+        return command
+    return (
+        f'python3 -c "$resume_program" --checkpoint-dir {shlex.quote(env.job.checkpoint.dir)} '
+        f"--identity {shlex.quote(training.identity_json(env))} -- {command}"
+    )
+
+
 def gate_prefixed(env: Environment, gate_dir: str, driver: str | None = None) -> str:
-    """The head's command with the shipped gate package on the gate's import path only."""
+    """The head's command, under the resume rule, with the shipped gate package on the gate's import path only."""
     gate = gate_command(env)
-    main = driver if driver is not None else verl.shell_command(env)
+    main = resumed(env, driver if driver is not None else verl.shell_command(env))
     if gate is None:
         return main
     return f'PYTHONPATH="{gate_dir}${{PYTHONPATH:+:$PYTHONPATH}}" {gate} && {main}'

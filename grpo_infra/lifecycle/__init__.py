@@ -7,8 +7,6 @@ checkpointed step. The sbatch (slurm/grpo.sbatch.j2) and every launcher's node s
 (grpo_infra/launchers/templates) embed the same text and call its functions; none of them has a copy.
 """
 
-# Nothing else here: `python3 -m grpo_infra.lifecycle.resume` imports this package inside the job's
-# image, which holds grpo-infra without its dependencies (the renderer is `ray_node`).
-
-# verl's checkpoint tracker: the last saved step (verl/trainer/ppo/ray_trainer.py, _save_checkpoint, 0.9.1).
-CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+# Nothing else here: `python3 -m grpo_infra.lifecycle.resume` imports this package inside the job's image,
+# which may hold grpo-infra without its dependencies (the renderer is `ray_node`). The resume rule's program
+# is self-contained (it also runs as a lone file), so verl's tracker name and the identity file's live there.

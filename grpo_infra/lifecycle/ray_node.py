@@ -16,10 +16,12 @@ import jinja2
 
 from ..ports import FIXED_OFFSETS, WORKER_OFFSET, block_count
 from ..spec.slurm import PortRange
-from . import CHECKPOINT_TRACKER
+from .resume import CHECKPOINT_TRACKER
 
 HERE = Path(__file__).parent
 READY_PROGRAM = HERE / "ray_ready.py"
+# The resume rule (identity and advance), self-contained: the sbatch and the launchers run it with `python3 -c`.
+RESUME_PROGRAM = HERE / "resume.py"
 STOP_ORDER_PROGRAM = HERE / "stop_order.py"
 
 
@@ -87,6 +89,7 @@ def library(ports: PortRange, block_size: int, *, dashboard_default: int, debug_
         "dashboard_default": dashboard_default,
         "debug_start_args": debug_start_args,
         "ready_program": READY_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
+        "resume_program": RESUME_PROGRAM.read_text(encoding="utf-8").rstrip("\n"),
         "tracker": CHECKPOINT_TRACKER,
         "ready_timeout": DEFAULT_READY_TIMEOUT_S,
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .. import debug, verl
+from .. import debug, training, verl
 from ..deadline import EXPIRATION_VARIABLE
 from ..fabric import nccl_env
 from ..image import container_image, guard_program, slurm_guard_args
@@ -218,6 +218,8 @@ def sbatch(env: Environment) -> str:
         secrets=[s.env for s in job.secrets],
         checkpoint_dir=shlex.quote(job.checkpoint.dir),
         resume=job.checkpoint.resume,
+        # The experiment the checkpoint directory must belong to (grpo_infra/lifecycle/resume.py).
+        identity=single_quoted(training.identity_json(env)),
         verl_words=verl_words(env),
         container=container_args(slurm.container, container_image(env)),
         gate=fabric_gate(env),

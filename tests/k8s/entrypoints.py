@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from grpo_infra.k8s.rayjob import UNGUARDED_WARNING
-from grpo_infra.lifecycle.resume import MODULE
+from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT
 
 
 def training_step(entrypoint: str) -> str:
@@ -17,13 +16,10 @@ def training_step(entrypoint: str) -> str:
 
 
 def unguarded(training: str) -> str:
-    """verl's command line with the resume guard (or its one-line warning) taken off."""
+    """verl's command line with the resume rule (run from the head's shipped ConfigMap) taken off."""
     argv = shlex.split(training)
-    if argv[:3] == ["python3", "-m", MODULE]:
+    if argv[:2] == ["python3", f"{RESUME_MOUNT}/{RESUME_FILE}"]:
         return shlex.join(argv[argv.index("--") + 1 :])
-    warning = f"{{ echo {shlex.quote(UNGUARDED_WARNING)} >&2; "
-    if training.startswith(warning) and training.endswith("; }"):
-        return training[len(warning) : -len("; }")]
     return training
 
 

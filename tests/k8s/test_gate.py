@@ -27,7 +27,13 @@ from grpo_infra.k8s.gate import (
     gate_files,
 )
 from grpo_infra.k8s.rayjob import resume_guard, world_size_guard
-from grpo_infra.k8s.shipped import CONFIG_MAP_LIMIT_BYTES, guard_config_map, guard_config_map_name
+from grpo_infra.k8s.shipped import (
+    CONFIG_MAP_LIMIT_BYTES,
+    guard_config_map,
+    guard_config_map_name,
+    resume_config_map,
+    resume_config_map_name,
+)
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.pulumi_graph import Graph, record
 from grpo_infra.spec import Environment, load_stack
@@ -62,9 +68,10 @@ def _script(env: Environment) -> str:
 @pytest.mark.parametrize("stack", K8S_STACKS)
 def test_the_gate_code_ships_as_a_configmap_in_the_tenant_namespace(stack: str) -> None:
     env = verl_job(stack)
-    # The gate's and the image guard's (grpo_infra/k8s/shipped.py).
+    # The gate's, the image guard's and the resume rule's (grpo_infra/k8s/shipped.py).
     maps = by_kind(objects(env), "ConfigMap")
-    assert [m["metadata"]["name"] for m in maps] == [gate_config_map_name(env), guard_config_map_name(env)]
+    names = [gate_config_map_name(env), guard_config_map_name(env), resume_config_map_name(env)]
+    assert [m["metadata"]["name"] for m in maps] == names
     code = maps[0]
     assert code["metadata"]["namespace"] == env.job.tenant
     assert code["metadata"]["name"].startswith(env.job.name)
@@ -144,7 +151,7 @@ def test_entrypoint_runs_the_gate_with_the_stacks_options_then_verl(stack: str) 
 def test_gate_off_means_no_configmap_no_mount_and_verl_alone() -> None:
     env = variant("eks-prod", _gate_off)
     rendered = objects(env)
-    assert by_kind(rendered, "ConfigMap") == [guard_config_map(env)]
+    assert by_kind(rendered, "ConfigMap") == [guard_config_map(env), resume_config_map(env)]
     job = by_kind(rendered, "RayJob")[0]
     assert job["spec"]["entrypoint"] == shlex.join(
         ["sh", "-c", f"{world_size_guard(env)} && {resume_guard(env, verl.shell_command(env))}"]
@@ -213,6 +220,12 @@ def test_pulumi_registers_the_configmap_inside_the_rayjob_component(stack: str) 
     job = g.named(RAYJOB, f"{env.job.tenant}-{env.job.name}")
     assert job.parent == registered.parent
     assert registered.urn in g.upstream(job.urn), "the RayJob must wait for the code its head mounts"
+    # The resume rule's program and the experiment's identity likewise (grpo_infra/k8s/shipped.py).
+    resume = resume_config_map(env)
+    assert resume is not None
+    shipped = g.named(CONFIG_MAP, f"{env.job.tenant}-{resume['metadata']['name']}")
+    assert shipped.inputs["data"] == resume["data"] and shipped.parent == registered.parent
+    assert shipped.urn in g.upstream(job.urn), "the RayJob must wait for the resume rule its head runs"
 
 
 def test_pulumi_registers_no_configmap_with_the_gate_off(tmp_path: Path) -> None:
@@ -224,10 +237,12 @@ def test_pulumi_registers_no_configmap_with_the_gate_off(tmp_path: Path) -> None
         if (ROOT / name).exists():
             (tmp_path / name).write_text((ROOT / name).read_text())
     g = record("onprem-k8s", tmp_path)
-    # The RDMA device plugin's config (kube-system) and the image guard's program are left: no gate code.
+    # The RDMA device plugin's config (kube-system), the image guard's and the resume rule's programs are left:
+    # no gate code.
     env = load_stack("onprem-k8s", tmp_path).environment
     assert sorted((c.inputs["metadata"]["namespace"], c.inputs["metadata"]["name"]) for c in g.of_type(CONFIG_MAP)) == [
         ("kube-system", "rdma-devices"),
         (env.job.tenant, guard_config_map_name(env)),
+        (env.job.tenant, resume_config_map_name(env)),
     ]
     assert g.of_type(RAYJOB)

@@ -26,6 +26,7 @@ import pytest
 from grpo_infra.k8s import ray_job
 from grpo_infra.k8s.gate import GATE_MOUNT
 from grpo_infra.k8s.rayjob import WORLD_SIZE_FILE
+from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT
 from grpo_infra.preflight.gate import MODULE
 from tests import rayhead
 from tests.conftest import unavailable
@@ -132,6 +133,17 @@ EKS_GATE = {
 }
 
 
+def _driver(call: dict[str, Any]) -> list[str]:
+    """What a python3 call on the head runs: verl's argv (`-m verl...`), read through the resume rule, which
+    the head runs from its shipped ConfigMap around verl (`grpo_infra.k8s.rayjob.resume_guard`)."""
+    argv = call["argv"]
+    if argv[:1] == [f"{RESUME_MOUNT}/{RESUME_FILE}"]:
+        wrapped = argv[argv.index("--") + 1 :]
+        assert wrapped[0] == "python3", wrapped
+        return wrapped[1:]
+    return argv
+
+
 def _options(argv: list[str]) -> dict[str, str]:
     return {argv[i]: argv[i + 1] for i in range(0, len(argv) - 1) if argv[i].startswith("--")}
 
@@ -165,10 +177,11 @@ def test_the_verdict_stops_the_job_before_training(head: Head, gate_exit: int, t
         assert code == 0
         assert len(calls) == 2
         verl_call = calls[1]
-        assert verl_call["argv"][:2] == ["-m", "verl.trainer.main_ppo"]
-        assert "trainer.nnodes=4" in verl_call["argv"] and "trainer.n_gpus_per_node=8" in verl_call["argv"]
+        verl_argv = _driver(verl_call)
+        assert verl_argv[:2] == ["-m", "verl.trainer.main_ppo"]
+        assert "trainer.nnodes=4" in verl_argv and "trainer.n_gpus_per_node=8" in verl_argv
         # One argument, in Hydra's quoted-value grammar (a quote inside escaped with a backslash).
-        assert "trainer.experiment_name='it\\'s a run'" in verl_call["argv"], verl_call["argv"]
+        assert "trainer.experiment_name='it\\'s a run'" in verl_argv, verl_argv
         assert verl_call["pythonpath"] == HEAD_PYTHONPATH, "only the gate sees the shipped code"
 
 
@@ -179,7 +192,7 @@ def test_gate_off_chain_runs_verl_alone(head: Head, tmp_path: Path) -> None:
     env = variant("eks-prod", gate_off, _checkpoints_in(tmp_path / "ckpt"))
     code, calls = _submit(head, ray_job(env)["spec"]["entrypoint"], gate_exit=1)
     assert code == 0
-    assert [(c["argv"][:2], c["where"]) for c in calls] == [(["-m", "verl.trainer.main_ppo"], "head")]
+    assert [(_driver(c)[:2], c["where"]) for c in calls] == [(["-m", "verl.trainer.main_ppo"], "head")]
 
 
 def test_a_retry_with_another_world_size_is_refused_before_verl(head: Head, tmp_path: Path) -> None:
@@ -188,7 +201,7 @@ def test_a_retry_with_another_world_size_is_refused_before_verl(head: Head, tmp_
     where = _checkpoints_in(tmp_path / "ckpt")
     first = variant("eks-prod", where)
     code, calls = _submit(head, ray_job(first)["spec"]["entrypoint"], gate_exit=0)
-    assert code == 0 and [c["argv"][:2] for c in calls][-1] == ["-m", "verl.trainer.main_ppo"]
+    assert code == 0 and [_driver(c)[:2] for c in calls][-1] == ["-m", "verl.trainer.main_ppo"]
     assert (tmp_path / "ckpt" / WORLD_SIZE_FILE).read_text().strip() == "4x8"
 
     def fewer_nodes(raw: dict[str, Any]) -> None:
@@ -197,7 +210,7 @@ def test_a_retry_with_another_world_size_is_refused_before_verl(head: Head, tmp_
     smaller = variant("eks-prod", where, fewer_nodes)
     code, calls = _submit(head, ray_job(smaller)["spec"]["entrypoint"], gate_exit=0)
     assert code != 0, "an attempt on fewer nodes must fail"
-    assert all(c["argv"][:2] != ["-m", "verl.trainer.main_ppo"] for c in calls), "verl must not start"
+    assert all(_driver(c)[:2] != ["-m", "verl.trainer.main_ppo"] for c in calls), "verl must not start"
     again = variant("eks-prod", where)
     code, calls = _submit(head, ray_job(again)["spec"]["entrypoint"], gate_exit=0)
     assert code == 0, "the same gang size resumes"

@@ -13,6 +13,7 @@ from grpo_infra.image import guard_args
 from grpo_infra.image.pods import CONTAINER_NAME
 from grpo_infra.image.variant import variant_guard_args
 from grpo_infra.k8s import ray_job
+from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT
 from grpo_infra.probe import parse
 
 from .conftest import env_of, variant
@@ -47,7 +48,7 @@ def test_the_probe_runs_in_verls_place_under_the_resume_rule_with_the_gangs_shap
     training = script.rsplit(" && ", 1)[1]
     argv = shlex.split(training)
     # The resume rule wraps the probe as it wraps verl: a resumed run that saves no newer step fails.
-    assert argv[:5] == ["python3", "-m", "grpo_infra.lifecycle.resume", "--checkpoint-dir", env.job.checkpoint.dir]
+    assert argv[:4] == ["python3", f"{RESUME_MOUNT}/{RESUME_FILE}", "--checkpoint-dir", env.job.checkpoint.dir]
     probe = argv[argv.index("--") + 1 :]
     assert probe[:3] == ["python3", "-m", "grpo_infra.probe"]
     args = parse(probe[3:])  # the probe's own parser

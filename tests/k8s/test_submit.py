@@ -28,10 +28,12 @@ import pytest
 from typer.testing import CliRunner
 
 from grpo_infra import k8s as render
+from grpo_infra import training
 from grpo_infra.cli import app
 from grpo_infra.cli.common import CHECK_FAILED
 from grpo_infra.k8s.gate import GATE_CONTAINER, GATE_PASSED
 from grpo_infra.k8s.rayjob import entrypoint
+from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT
 from grpo_infra.preflight.gate import MODULE
 from grpo_infra.spec import Environment
 from grpo_infra.submit import SubmitRefused, active_jobs, job_status, refusal, submit
@@ -179,10 +181,14 @@ def test_a_submission_runs_the_stacks_verl_command_and_its_status_is_read_back(h
     assert sent.status in ("PENDING", "RUNNING", "SUCCEEDED")
     assert _finished(head, sent.submission_id) == "SUCCEEDED"
     runs = [json.loads(line) for line in head.calls.read_text().splitlines()]
-    assert [r[:2] for r in runs] == [["-m", "verl.trainer.main_ppo"]], (
-        "verl alone: the gate ran when the cluster came up"
+    # verl under the resume rule, run from the head's shipped ConfigMap with the submitted job's own identity.
+    assert [r[:2] for r in runs] == [[f"{RESUME_MOUNT}/{RESUME_FILE}", "--checkpoint-dir"]], (
+        "verl alone under the resume rule: the gate ran when the cluster came up"
     )
-    assert "trainer.nnodes=4" in runs[0] and "trainer.n_gpus_per_node=8" in runs[0]
+    rule, verl_argv = runs[0][: runs[0].index("--")], runs[0][runs[0].index("--") + 2 :]
+    assert json.loads(rule[rule.index("--identity") + 1]) == training.experiment_identity(env)
+    assert verl_argv[:2] == ["-m", "verl.trainer.main_ppo"]
+    assert "trainer.nnodes=4" in verl_argv and "trainer.n_gpus_per_node=8" in verl_argv
     with urllib.request.urlopen(
         urllib.request.Request(
             f"{head.address}/api/jobs/{sent.submission_id}", headers={"X-Ray-Authorization": f"Bearer {head.token}"}

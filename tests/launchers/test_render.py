@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from grpo_infra import synth
+from grpo_infra import synth, verl
+from grpo_infra.launchers.common import resumed
+from grpo_infra.lifecycle.ray_node import RESUME_PROGRAM
+from grpo_infra.lifecycle.resume import IDENTITY_FILE
 from grpo_infra.spec import ENVIRONMENT_KEY, Environment, SpecError, environment_from_config
 from tests.conftest import ROOT, unavailable
 
@@ -102,9 +105,12 @@ def test_ray_launcher_files_and_runtime_env() -> None:
     files = synth.render(environment("local-slurm"))
     assert {"ray/head.sh", "ray/worker.sh", "ray/submit.sh", "ray/runtime_env.yaml"} <= set(files)
     assert "ray/gate/grpo_infra/preflight/ray_allreduce.py" in files
+    # The resume rule ships as a module no image holds, run by the submitted entrypoint before verl.
+    assert files["ray/resume/grpo_infra_resume/__main__.py"] == RESUME_PROGRAM.read_text()
+    assert "python3 -m grpo_infra_resume --checkpoint-dir" in files["ray/submit.sh"]
     runtime = yaml.safe_load(files["ray/runtime_env.yaml"])
     assert runtime == {
-        "py_modules": ["gate/grpo_infra"],
+        "py_modules": ["gate/grpo_infra", "resume/grpo_infra_resume"],
         "env_vars": {
             "NCCL_IB_DISABLE": "1",
             "NCCL_SOCKET_IFNAME": "=eth0",
@@ -199,3 +205,34 @@ def test_debugpy_guard_runs_the_image_check(version: str | None, passes: bool, t
     assert ("training" in proc.stdout) == passes
     if not passes:
         assert "has no debugpy >= 1.8.0" in proc.stderr
+
+
+@pytest.mark.parametrize("stack", ["gke-dev", "eks-prod"])
+def test_the_cloud_heads_run_verl_under_the_resume_rule(stack: str, tmp_path: Path) -> None:
+    """SkyPilot's and dstack's head runs verl under the library's `$resume_program`: a checkpoint directory of
+    another experiment (same job name, another learning rate) is refused before verl starts."""
+    launcher = LAUNCHER_STACKS[stack]
+    env = environment(stack)
+    text = "\n".join(t for p, t in synth.render(env).items() if p.startswith(f"{launcher}/"))
+    command = resumed(env, verl.shell_command(env))
+    assert command.startswith('python3 -c "$resume_program" --checkpoint-dir ') and command in text
+    checkpoints = tmp_path / "checkpoints"
+    library = f"resume_program=$(cat {RESUME_PROGRAM})\n"
+
+    def run(job: Environment) -> subprocess.CompletedProcess[str]:
+        moved = job.model_copy(
+            update={
+                "job": job.job.model_copy(
+                    update={"checkpoint": job.job.checkpoint.model_copy(update={"dir": str(checkpoints)})}
+                )
+            }
+        )
+        # verl's command replaced by `true` after the rule's `--`: only the rule's own verdict is asked.
+        line = resumed(moved, verl.shell_command(moved)).split(" -- ", 1)[0] + " -- true"
+        return subprocess.run(["bash", "-c", library + line], capture_output=True, text=True, timeout=60)
+
+    assert run(env).returncode == 0 and (checkpoints / IDENTITY_FILE).exists()
+    other = run(environment(stack, learningRate=9e-6))
+    assert other.returncode == 2
+    assert other.stderr.startswith(f"grpo: ERROR: checkpoint dir {checkpoints} belongs to experiment ")
+    assert "actor_rollout_ref.actor.optim.lr" in other.stderr and len(other.stderr.splitlines()) == 1

@@ -1,0 +1,1 @@
+# The resume rule, shipped with the job by grpo-infra.

@@ -1,0 +1,159 @@
+"""The resume rule, one program for every path: a checkpoint directory belongs to one experiment, and a
+resumed run must advance.
+
+1. Identity. verl 0.9.1 resumes from whatever `latest_checkpointed_iteration.txt` names in
+   `trainer.default_local_dir` (`resume_mode: auto`; verl/trainer/ppo/ray_trainer.py:1052-1083,
+   verl/utils/checkpoint/checkpoint_manager.py:222-259 `find_latest_ckpt_path`): it cannot tell its own
+   checkpoints from another experiment's that reused the job name (and so the directory). The first run
+   writes the experiment's identity (`IDENTITY_FILE`, rendered by `grpo_infra.training.experiment_identity`)
+   beside the checkpoints; a later run of another experiment is refused in one line naming what differs,
+   before verl starts. A directory holding checkpoints but no identity is refused too: whose they are is
+   unknown.
+2. Advance. verl has shipped bugs where a run resumed at an epoch boundary exited 0 without training; a
+   requeued or retried job would then be reported COMPLETED/SUCCEEDED having trained nothing. The tracker
+   is read before and after the command; exit 0 after resuming at step N > 0 with no step after N is
+   turned into 1, said in one line. A fresh run (no checkpoint at start) is never judged.
+
+    python3 resume.py --checkpoint-dir DIR --identity-file FILE -- COMMAND...   (both rules around COMMAND)
+    python3 resume.py --checkpoint-dir DIR --identity JSON                      (the identity rule alone)
+
+Standard library only and self-contained (no package imports): the Kubernetes head runs this file from a
+ConfigMap whatever the image holds (grpo_infra/k8s/shipped.py), the sbatch and the launchers' nodes run its
+text with `python3 -c` (the lifecycle library embeds it), and `python3 -m grpo_infra.lifecycle.resume` works
+where grpo-infra is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# verl's checkpoint tracker: the last saved step (verl/trainer/ppo/ray_trainer.py:1046-1050, 0.9.1).
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+# The experiment a checkpoint directory belongs to, written beside verl's tracker.
+IDENTITY_FILE = ".grpo-infra-experiment.json"
+# What to do about a refusal, said in the refusal line.
+REMEDY = "set a new job.name for a new experiment, or remove the directory to start this one over"
+# Differing fields named in the refusal line, at most.
+SHOWN_DIFFERENCES = 3
+
+MODULE = "grpo_infra.lifecycle.resume"
+
+
+def checkpoint_step(directory: Path) -> int:
+    """The last saved step in verl's layout under `directory`; 0 when there is none."""
+    try:
+        text = (directory / CHECKPOINT_TRACKER).read_text(encoding="utf-8").strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
+def verdict(before: int, after: int, status: int) -> tuple[int, str | None]:
+    """The run's exit status and the line saying why, from the steps before and after and the command's status."""
+    if status == 0 and before > 0 and after <= before:
+        return 1, (
+            f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
+            f"(now {after}): it did not train"
+        )
+    return status, None
+
+
+def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`field: recorded → current` for each field of the experiment that differs, in sorted order."""
+    old, new = recorded.get("fields", {}), current.get("fields", {})
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            out.append(f"{key}: {json.dumps(old.get(key, '(absent)'))} → {json.dumps(new.get(key, '(absent)'))}")
+    return out
+
+
+def identity_refusal(directory: Path, identity: dict[str, Any]) -> str | None:
+    """None when `directory` may hold this experiment's checkpoints (recording it when new), else the one line."""
+    record = directory / IDENTITY_FILE
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        recorded = None
+    except (OSError, ValueError) as error:
+        return f"grpo: ERROR: checkpoint dir {directory}: cannot read {IDENTITY_FILE} ({error}); {REMEDY}"
+    if recorded is None:
+        step = checkpoint_step(directory)
+        if step > 0:
+            return (
+                f"grpo: ERROR: checkpoint dir {directory} holds checkpoints (step {step}) of an unknown "
+                f"experiment (no {IDENTITY_FILE}); {REMEDY}"
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = record.with_name(f"{IDENTITY_FILE}.partial")
+        partial.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        partial.replace(record)
+        return None
+    if recorded.get("digest") == identity.get("digest"):
+        return None
+    changed = differences(recorded, identity)
+    shown = "; ".join(changed[:SHOWN_DIFFERENCES]) + (
+        f"; {len(changed) - SHOWN_DIFFERENCES} more" if len(changed) > SHOWN_DIFFERENCES else ""
+    )
+    return (
+        f"grpo: ERROR: checkpoint dir {directory} belongs to experiment {recorded.get('digest')} "
+        f"(job {recorded.get('job')}), not this run's {identity.get('digest')} ({shown or 'another digest'}); {REMEDY}"
+    )
+
+
+def guarded(
+    checkpoint_dir: str,
+    command: str,
+    *,
+    identity_file: str | None = None,
+    identity: str | None = None,
+    program: str = f"-m {MODULE}",
+) -> str:
+    """`command` (a shell command line) run under both rules, as a shell command line; the experiment's
+    identity from a file or inline JSON (exactly one)."""
+    assert (identity_file is None) != (identity is None), "one of identity_file and identity"
+    source = (
+        f"--identity-file {shlex.quote(identity_file)}"
+        if identity_file
+        else f"--identity {shlex.quote(identity or '')}"
+    )
+    return f"python3 {program} --checkpoint-dir {shlex.quote(checkpoint_dir)} {source} -- {command}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--checkpoint-dir", type=Path, required=True, help="verl's trainer.default_local_dir")
+    identity = parser.add_mutually_exclusive_group(required=True)
+    identity.add_argument("--identity", help="the experiment's identity, JSON")
+    identity.add_argument("--identity-file", type=Path, help="a file holding the experiment's identity, JSON")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    text = args.identity if args.identity is not None else args.identity_file.read_text(encoding="utf-8")
+    refusal = identity_refusal(args.checkpoint_dir, json.loads(text))
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
+    if not command:
+        return 0
+    before = checkpoint_step(args.checkpoint_dir)
+    child = subprocess.Popen(command)
+    # A stop of the job (KubeRay deletes the cluster, Ray stops the driver) reaches the trainer.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: child.send_signal(number))
+    status = child.wait()
+    code, line = verdict(before, checkpoint_step(args.checkpoint_dir), status)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
