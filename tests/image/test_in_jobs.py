@@ -59,7 +59,7 @@ def test_head_and_every_worker_pod_run_the_guard_first(name: str) -> None:
     # The production images' CPython; the CPU variant's (Debian 12's) where the nodes run it (local-k8s).
     python = "3.11" if env.image.variant == "cpu" else "3.12"
     for pod in pods(ray_job(env)):
-        (init,) = pod["initContainers"]
+        init = pod["initContainers"][0]  # first: nothing of the pod runs before the image is known right
         assert init["name"] == "image-guard" and init["command"][:2] == ["python3", f"{GUARD_MOUNT}/{GUARD_FILE}"]
         assert init["command"][2:4] == ["--python", python]
         # The program from the job's ConfigMap, read-only: the pod template names it and holds none of it.
@@ -71,7 +71,7 @@ def test_head_and_every_worker_pod_run_the_guard_first(name: str) -> None:
 def _local_command(env: Environment, pod: dict[str, Any], into: Path) -> list[str]:
     """The pod's rendered init container command, its program laid out under `into` as the kubelet lays
     out the ConfigMap its volume names (python3 = this environment's Python)."""
-    (init,) = pod["initContainers"]
+    (init,) = [c for c in pod["initContainers"] if c["name"] == "image-guard"]
     (mount,) = init["volumeMounts"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     name = volume["configMap"]["name"]
