@@ -64,7 +64,16 @@ def test_skypilot_accepts_the_gke_dev_task(tmp_path: Path) -> None:
     assert result["cloud"] == "Kubernetes"
     assert IMAGE in json.dumps(result["image_id"])
     assert result["ports"] is None
-    assert result["envs"] == {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "GLOO_SOCKET_IFNAME": "eth0"}
+    assert result["envs"] == {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_SOCKET_IFNAME": "=eth0",
+        "GLOO_SOCKET_IFNAME": "eth0",
+        # torch's NCCL watchdog (grpo_infra/watchdog.py)
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+        "TORCH_NCCL_ENABLE_MONITORING": "1",
+        "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480",
+        "GRPO_INFRA_COLLECTIVE_TIMEOUT_S": "600",
+    }
     raw = yaml.safe_load((folder / "task.yaml").read_text())
     # Secrets by name only: the values come from `sky launch --secret NAME`.
     assert raw["secrets"] == {"WANDB_API_KEY": None, "RAY_AUTH_TOKEN": None}
