@@ -25,7 +25,10 @@ from .test_kinds import as_kind
 
 KINDS = ["rayjob", "raycluster", "raycronjob"]
 # Lines of the program no other rendered text holds.
-MARKERS = ("The runtime image guard: what the image really holds", "def verbs_devices() -> tuple[list[str] | None, str]:")
+MARKERS = (
+    "The runtime image guard: what the image really holds",
+    "def verbs_devices() -> tuple[list[str] | None, str]:",
+)
 
 
 def _env(stack: str, kind: str) -> Environment:
