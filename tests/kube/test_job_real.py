@@ -88,24 +88,40 @@ def job_cluster(clusters: LocalClusters, operators: str = "processes") -> Paths:
     )
 
 
+# Left in a host path the tests made, so that a run killed before its clean-up (the paths outlive it) is
+# recognised by the next one as the tests' own leftovers, not as someone's checkpoints.
+MADE_BY_TESTS = ".made-by-grpo-infra-tests"
+
+
 @contextlib.contextmanager
 def empty_host_paths() -> Iterator[None]:
     """The host paths the pods mount, made if missing and removed after; the checkpoints' emptied after.
-    Entered under the machine lock: another checkout's job may be using them."""
+    Entered under the machine lock, so no other checkout's job is using them: what a killed run of the tests
+    left there is removed, files the tests did not make stop the run."""
+    for path in host_paths():
+        if (path / MADE_BY_TESTS).exists():
+            shutil.rmtree(path)
     made = [p for p in host_paths() if not p.exists()]
     checkpoints = host_paths()[0]
-    if checkpoints.exists() and any(checkpoints.iterdir()):
-        pytest.fail(f"{checkpoints} holds files of another run: remove them first")
+    if checkpoints.exists() and any(c.name != MADE_BY_TESTS for c in checkpoints.iterdir()):
+        pytest.fail(f"{checkpoints} holds files the tests did not make: remove them first")
     for path in made:
         path.mkdir(parents=True)
+        (path / MADE_BY_TESTS).touch()
     try:
         yield
     finally:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
         if checkpoints.exists():
-            for child in checkpoints.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            empty_checkpoints()
+
+
+def empty_checkpoints() -> None:
+    """The checkpoints' host path emptied of every run's files (the tests' own mark stays)."""
+    for child in host_paths()[0].iterdir():
+        if child.name != MADE_BY_TESTS:
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 @pytest.fixture(scope="module")
@@ -249,9 +265,7 @@ def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths,
     stack_file.write_text(
         text.replace("      name: grpo-qwen25-05b\n", "      name: grpo-qwen25-05b\n      kind: raycluster\n")
     )
-    checkpoints = host_paths()[0]
-    for child in checkpoints.iterdir():  # the RayJob test's steps: this run must start from step 0
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    empty_checkpoints()  # the RayJob test's steps: this run must start from step 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
 
     def run(command: str, timeout: float) -> str:
@@ -280,7 +294,7 @@ def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths,
         print(f"submit --wait: {time.monotonic() - started:.0f}s")
         assert "submitted grpo-qwen25-05b-" in out and "SUCCEEDED: where every rank ran" in out, out[-3000:]
         assert all(p["metadata"]["name"] in out and p["spec"]["nodeName"] in out for p in workers), out[-3000:]
-        saved = checkpoints / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
+        saved = host_paths()[0] / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
         assert saved.read_text().strip() == str(STEPS)
         # The cluster stays up for the next submission: still Ready, still holding its gang.
         assert get(kube, "raycluster", ENV.job.name, "-n", TENANT)["status"]["state"] == "ready"
@@ -311,8 +325,7 @@ def drill_project(tmp_path: Path, steps: int) -> Path:
         assert old in text, old
         text = text.replace(old, new)
     stack_file.write_text(text)
-    for child in host_paths()[0].iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    empty_checkpoints()
     return project
 
 
