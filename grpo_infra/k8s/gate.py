@@ -19,6 +19,7 @@ from ..image import image_reference
 from ..preflight.gate import gate_command
 from ..spec import Environment
 from .labels import ray_token_secret_name
+from .node_loss import DASHBOARD_PORT
 from .placement import cpu_quantity, memory_quantity
 from .queues import SUBMITTER_CPU_MILLI, SUBMITTER_MEMORY_MI
 from .shipped import code_config_map
@@ -31,7 +32,6 @@ PYTHONPATH_PREFIX = f"PYTHONPATH={GATE_MOUNT}${{PYTHONPATH:+:$PYTHONPATH}}"
 # The container beside a RayCluster's head that runs the gate once, and the file its readiness reads.
 GATE_CONTAINER = "fabric-gate"
 GATE_PASSED = "/tmp/grpo-infra-gate-passed"
-DASHBOARD_PORT = 8265
 
 
 def gate_files() -> dict[str, str]:

@@ -26,7 +26,7 @@ from ..spec import Environment
 HEALTH_CHECK_PERIOD_S = 5
 # The dashboard agent's HTTP port; `dashboard-agent-listen-port` under host networking.
 AGENT_PORT = 52365
-DASHBOARD_PORT = 8265
+DASHBOARD_PORT = 8265  # the head dashboard's HTTP port (Ray's default, `ray start --dashboard-port`)
 # Ray 2.53 added the agent's unified `/api/healthz` (raylet, and the GCS on the head): Ray 2.60's
 # ray/dashboard/modules/reporter/healthz_agent.py `unified_health`. KubeRay v1.7.0 probes it over HTTP from
 # that version on, and with `wget` commands before it (ray-operator/controllers/ray/common/pod.go:727-811).
@@ -70,8 +70,37 @@ def probes(env: Environment, head: bool, agent_port: int = AGENT_PORT) -> dict[s
         "failureThreshold": settings.node_loss.liveness_seconds // HEALTH_CHECK_PERIOD_S,
     }
     # A check of its own (not the liveness one's dict), so rendered YAML carries no anchors.
-    readiness = {**_check(ray_version(env), head, agent_port, timeout), **READINESS, "timeoutSeconds": timeout}
+    ready = _head_ready(ray_version(env), timeout) if head else _check(ray_version(env), head, agent_port, timeout)
+    readiness = {**ready, **READINESS, "timeoutSeconds": timeout}
     return {"livenessProbe": liveness, "readinessProbe": readiness}
+
+
+def _head_ready(ray_version: str, timeout: int) -> dict[str, Any]:
+    """The head's readiness: its node's health (the agent, as `_check`) and the dashboard's HTTP server.
+
+    KubeRay v1.6.2 creates the K8sJobMode submitter once the RayCluster is `Ready` (every pod Ready,
+    `rayjob_controller.go` Initializing), and the submitter runs `ray job submit` at once, with no wait of
+    its own (`common/job.go` BuildJobSubmitCommand waits only in SidecarMode; kuberay#4760, fixed by #4798 in
+    v1.7.0) and no retry inside `ray job submit`. From Ray 2.53 KubeRay probes the head on the agent's
+    `/api/healthz` (port 52365, `common/pod.go` supportsUnifiedHealthCheck), which knows nothing of the
+    dashboard (port 8265): the head turns Ready while the dashboard still starts, the submission is
+    refused, the submitter Job fails (`backoffLimit: 0`) and the whole gang is retried as a new Ray
+    cluster. The dashboard opens its HTTP server only after every module, the job API's too, is loaded
+    (Ray 2.60 `dashboard/http_server_head.py`: "Http server should be initialized after all modules
+    loaded"), and answers `/api/gcs_healthz` without a token; so the head is Ready only once both answer,
+    as KubeRay probed heads before Ray 2.53."""
+    agent = "/api/healthz" if _unified(ray_version) else "/api/local_raylet_healthz"
+    urls = (f"http://localhost:{AGENT_PORT}{agent}", f"http://localhost:{DASHBOARD_PORT}/api/gcs_healthz")
+    each = max(1, (timeout - 1) // len(urls))  # both requests inside the probe's own timeout
+    check = (
+        "import urllib.request as u; "
+        f"exit(0 if all(b'success' in u.urlopen(a, timeout={each}).read() for a in {urls!r}) else 1)"
+    )
+    return {"exec": {"command": ["python3", "-c", check]}}
+
+
+def _unified(ray_version: str) -> bool:
+    return tuple(int(p) for p in ray_version.split(".")) >= UNIFIED_HEALTH_RAY
 
 
 def submitter_liveness(env: Environment) -> dict[str, Any]:
@@ -105,7 +134,7 @@ def submitter_liveness(env: Environment) -> dict[str, Any]:
 
 
 def _check(ray_version: str, head: bool, agent_port: int, timeout: int) -> dict[str, Any]:
-    if tuple(int(p) for p in ray_version.split(".")) >= UNIFIED_HEALTH_RAY:
+    if _unified(ray_version):
         return {"httpGet": {"path": "/api/healthz", "port": agent_port}}
     commands = [
         f"wget --tries 1 -T {timeout} -q -O- http://localhost:{agent_port}/api/local_raylet_healthz | grep success"

@@ -32,7 +32,7 @@ from .network import (
     worker_pod_network,
     worker_ray_start_params,
 )
-from .node_loss import AGENT_PORT, probes, ray_health_env
+from .node_loss import AGENT_PORT, DASHBOARD_PORT, probes, ray_health_env
 from .operators import uses_kueue
 from .placement import cpu_quantity, memory_quantity, node_selector, node_share, tolerations
 from .queues import head_cpu_milli, head_memory_mi
@@ -45,7 +45,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # Workload's `spec.maximumExecutionTimeSeconds`, pkg/controller/jobframework/utils.go).
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-DASHBOARD_PORT = 8265
 # Ray's log directory in every Ray pod: NCCL's per-rank debug files (job.debug.ncclDebug) land next to Ray's.
 RAY_LOG_DIR = "/tmp/ray/session_latest/logs"
 # Fabrics whose drivers pin memory for RDMA need it unlimited in the container.

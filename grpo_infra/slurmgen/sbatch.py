@@ -26,6 +26,7 @@ from ..lifecycle.ray_node import (
     library,
     port_vars,
 )
+from ..ports import WORKER_OFFSET, block_count
 from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
@@ -183,6 +184,14 @@ def container_args(container: Container, image: str | None) -> ContainerArgs:
     return ContainerArgs("none", [], [], named=False)
 
 
+def image_where(container: Container, image: str | None) -> str:
+    """Where the job's processes run, for the script's header: the image and its runtime, or the host."""
+    if container.runtime == "none" or image is None:
+        return "the nodes' own software (no container)"
+    runtime = "pyxis, one named container per node" if container.runtime == "pyxis" else "Apptainer"
+    return f"the image {image} ({runtime})"
+
+
 def sbatch(env: Environment) -> str:
     """The sbatch script of the stack's GRPO job."""
     slurm, job, gang = env.slurm, env.job, env.gang
@@ -207,6 +216,13 @@ def sbatch(env: Environment) -> str:
         time_limit=slurm.time_limit,
         signal_secs=SIGNAL_BEFORE_LIMIT_S,
         interface=shlex.quote(slurm.interface),
+        interface_name=slurm.interface,
+        image_where=image_where(slurm.container, container_image(env)),
+        port_start=slurm.ray_ports.start,
+        port_end=slurm.ray_ports.end,
+        port_blocks=block_count(slurm.ray_ports.start, slurm.ray_ports.end, gang.pool.ray_block_size),
+        block_size=gang.pool.ray_block_size,
+        worker_offset=WORKER_OFFSET,
         lifecycle=library(
             slurm.ray_ports,
             env.gang.pool.ray_block_size,

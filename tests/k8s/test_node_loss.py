@@ -174,7 +174,10 @@ def test_a_wedged_raylet_is_restarted_after_five_minutes(stack: str) -> None:
         assert (live["periodSeconds"], live["failureThreshold"]) == (5, 60), role  # 300 s
         # Readiness: KubeRay's defaults (constant.go:305-313), a flag, never a restart.
         assert (ready["periodSeconds"], ready["failureThreshold"], ready["initialDelaySeconds"]) == (5, 10, 10)
-        assert ready["httpGet"] == {"path": "/api/healthz", "port": 52365}
+        if role == "worker":
+            assert ready["httpGet"] == {"path": "/api/healthz", "port": 52365}
+        else:  # and its dashboard too: tests/k8s/test_head_readiness.py
+            assert "http://localhost:8265/api/gcs_healthz" in ready["exec"]["command"][2]
     head = pods["head"]["spec"]["containers"][0]
     worker = pods["worker"]["spec"]["containers"][0]
     assert (head["livenessProbe"]["timeoutSeconds"], worker["livenessProbe"]["timeoutSeconds"]) == (5, 2)

@@ -29,6 +29,7 @@ import pytest
 from grpo_infra import probe_report
 from grpo_infra.image.build import build
 from grpo_infra.image.oci import OCIError
+from grpo_infra.k8s.node_loss import DASHBOARD_PORT
 from grpo_infra.k8s.raycluster import checkpoint_sub_path
 from grpo_infra.kube import cluster, images, nodeimages, realnodes
 from grpo_infra.kube.plan import Paths, cpu_node_names, pool_hosts
@@ -151,6 +152,72 @@ def namespace_exists(paths: Paths) -> bool:
     return bool(cluster.kubectl(paths, "get", "namespace", TENANT, "--ignore-not-found", "-o", "name").strip())
 
 
+# The head's dashboard (its HTTP port, where `ray job submit` goes) refuses connections for this long after
+# the head's Ray container starts: a slow dashboard on a loaded node, which KubeRay v1.6.2's submitter does
+# not wait for (kuberay#4760). By then KubeRay's own head probe would have made the head Ready.
+DASHBOARD_REFUSED_S = 45
+
+
+def pod_pid(uid: str) -> int | None:
+    """A process of the pod with this uid (its sandbox's, as soon as it has one): its cgroup path names the pod."""
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                if any(m in (proc / "cgroup").read_text() for m in marks):
+                    return int(proc.name)
+    return None
+
+
+def pod_firewall(pid: int, action: str, port: int) -> None:
+    """Insert (`-I`) or delete (`-D`) a rule in the pod's own network namespace that resets every new
+    connection to `port`, from inside the pod or through its Service: a port nothing listens on yet."""
+    rule = ["INPUT", "-p", "tcp", "--dport", str(port), "-j", "REJECT", "--reject-with", "tcp-reset"]
+    subprocess.run(["nsenter", "-t", str(pid), "-n", "iptables", action, *rule], check=action == "-I", timeout=30)
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def submitters_ended(paths: Paths) -> bool:
+    """Some submitter pod exists and every one's container has terminated."""
+    pods = submitter_pods(paths)
+    statuses = [p["status"].get("containerStatuses") for p in pods]
+    return bool(pods) and all(s and all("terminated" in c["state"] for c in s) for s in statuses)
+
+
+def head_pod(paths: Paths) -> dict[str, Any] | None:
+    heads = [p for p in ray_pods(paths) if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+    return heads[0] if heads else None
+
+
+def refuse_the_dashboard_at_first(paths: Paths) -> bool:
+    """The head's dashboard port refuses connections from the moment the head pod has its network until
+    DASHBOARD_REFUSED_S after its Ray container started, and after any submitter that started meanwhile has
+    ended. Whether the head was Ready while refused (what KubeRay's own probe would say)."""
+    head = wait_until(lambda: (h := head_pod(paths)) and h["status"].get("podIP") and h, 300, "the head's network")
+    pid = wait_until(lambda: pod_pid(head["metadata"]["uid"]), 60, "a process of the head pod")
+    pod_firewall(pid, "-I", DASHBOARD_PORT)
+    try:
+
+        def started() -> float | None:
+            for status in (head_pod(paths) or {}).get("status", {}).get("containerStatuses", []):
+                if status["name"] == "ray-head" and "running" in status["state"]:
+                    return datetime.fromisoformat(status["state"]["running"]["startedAt"]).timestamp()
+            return None
+
+        time.sleep(
+            max(0.0, wait_until(started, 300, "the head's Ray container runs") + DASHBOARD_REFUSED_S - time.time())
+        )
+        ready_while_refused = is_ready(head_pod(paths) or {"status": {}})
+        if ready_while_refused:  # KubeRay makes its submitter: let it try and end before the dashboard answers
+            wait_until(lambda: submitters_ended(paths), 180, "the submitter that ran while the dashboard refused ended")
+        return ready_while_refused
+    finally:
+        pod_firewall(pid, "-D", DASHBOARD_PORT)
+
+
 def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Paths, tmp_path: Path) -> None:
     created = time.time()
     # The passphrase comes with the local cluster (`kube env`), as for a user who set none.
@@ -165,6 +232,9 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
         300,
         "created by `grpo-infra up`, admitted by Kueue and a RayCluster made",
     )
+    # A head whose dashboard does not answer yet is not Ready, so KubeRay makes no submitter for it: the
+    # first Ray cluster runs the job (no attempt fails and no new Ray cluster is made; grpo_infra.k8s.node_loss).
+    ready_while_refused = refuse_the_dashboard_at_first(kube)
     # Every Ray pod Running and Ready, in real containers, on the node the pool's rules pick.
     pods = wait_until(
         lambda: (
@@ -208,7 +278,12 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
     out = output.read_text()
     print(out[-6000:])
     log = cluster.kubectl(kube, "logs", "-n", TENANT, f"job/{ENV.job.name}", timeout=60)
+    print("attempts failed:", final["status"].get("failed", 0), final["status"].get("reason", ""))
+    assert not ready_while_refused, "the head was Ready while its dashboard refused connections"
     assert final["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    assert (
+        final["status"].get("failed", 0) == 0 and final["status"]["rayClusterName"] == job["status"]["rayClusterName"]
+    )
     assert up.returncode == 0, out[-3000:]
     # `up --wait` ends with the probe's table: every worker pod with its rank.
     assert f"rayjob {TENANT}/{ENV.job.name} SUCCEEDED: where every rank ran" in out

@@ -111,7 +111,7 @@ def test_a_partition_of_several_pools_constrains_to_the_jobs_pool() -> None:
 
 def _verl_argv(script: str, nodes: int, gpus: int) -> list[str]:
     """The verl command array exactly as bash sees it for an allocation of `nodes` × `gpus`."""
-    lines = script.splitlines()
+    lines = [line.strip() for line in script.splitlines()]  # the command is indented inside `main`
     block = "\n".join(lines[lines.index("# --- verl command ---") + 1 : lines.index("# --- end verl command ---")])
     program = f"SLURM_JOB_NUM_NODES={nodes}\ngpus_per_node={gpus}\n{block}\nprintf '%s\\0' \"${{verl_command[@]}}\"\n"
     out = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True).stdout

@@ -104,7 +104,7 @@ def _rayjob_argv(stack: str) -> list[str]:
 def _sbatch_argv(stack: str, nodes: int, gpus: int) -> list[str]:
     """verl's argv as bash builds it in the sbatch script, for an allocation of `nodes` × `gpus`."""
     script = render_files(load_stack(stack, ROOT).environment)[SBATCH_PATH]
-    lines = script.splitlines()
+    lines = [line.strip() for line in script.splitlines()]  # the command is indented inside `main`
     block = "\n".join(lines[lines.index("# --- verl command ---") + 1 : lines.index("# --- end verl command ---")])
     program = f"SLURM_JOB_NUM_NODES={nodes}\ngpus_per_node={gpus}\n{block}\nprintf '%s\\0' \"${{verl_command[@]}}\"\n"
     out = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True).stdout
