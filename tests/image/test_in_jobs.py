@@ -174,8 +174,10 @@ def _line_starts(script: str, word: str) -> list[int]:
     """Offsets of the lines that begin with the word `word` (a call or its definition `word() {`)."""
     offsets, at = [], 0
     for line in script.splitlines(keepends=True):
-        if line.startswith(word) and line[len(word) : len(word) + 1] in ("", " ", "\n", "&", ";", "(", "|"):
-            offsets.append(at)
+        indent = len(line) - len(line.lstrip(" "))  # the job's steps are indented inside `main`
+        code = line[indent:]
+        if code.startswith(word) and code[len(word) : len(word) + 1] in ("", " ", "\n", "&", ";", "(", "|"):
+            offsets.append(at + indent)
         at += len(line)
     return offsets
 

@@ -475,9 +475,13 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
         up.wait(timeout=900)
         out = output.read_text()
         print(out[-5000:])
-        assert up.returncode == 0, out[-3000:]
+        # Every attempt's course as `up --wait` followed it, for a failure to say which attempt did what.
+        course = "\n".join(line for line in out.splitlines() if line.startswith(f"rayjob {TENANT}/"))
+        assert up.returncode == 0, f"{course}\n{out[-3000:]}"
         final = rayjob(kube)
-        assert final["status"]["jobStatus"] == "SUCCEEDED" and final["status"].get("failed", 0) == 1, final["status"]
+        assert final["status"]["jobStatus"] == "SUCCEEDED" and final["status"].get("failed", 0) == 1, (
+            f"{final['status']}\n{course}"
+        )
         log = cluster.kubectl(kube, "logs", "-n", TENANT, f"job/{ENV.job.name}", timeout=60)
         events = probe_events(log)
         resumed = next(e for e in events if e["event"] in ("resume", "start"))

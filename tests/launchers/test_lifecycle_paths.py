@@ -168,7 +168,7 @@ def test_the_sbatch_gives_each_node_of_the_job_its_own_temp_dir_and_address() ->
 def test_the_time_limit_signal_reaches_the_batch_shell_and_requeues(requeue: str, tmp_path: Path) -> None:
     script, _, _ = SCRIPTS["sbatch"]
     assert "#SBATCH --requeue" in script and "#SBATCH --signal=B:USR1@120" in script
-    assert "\ntrap on_time_limit USR1\n" in script
+    assert "\n  trap on_time_limit USR1\n" in script  # a step of `main`
     calls = tmp_path / "calls"
     program = (
         functions(script, "log", "on_time_limit")

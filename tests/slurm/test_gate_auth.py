@@ -38,8 +38,10 @@ def _script(env: Environment) -> str:
 
 
 def _block(script: str, name: str) -> str:
+    """A marked section of the script, which may sit inside `main` (indented)."""
     lines = script.splitlines()
-    return "\n".join(lines[lines.index(f"# --- {name} ---") + 1 : lines.index(f"# --- end {name} ---")])
+    marks = [line.strip() for line in lines]
+    return "\n".join(lines[marks.index(f"# --- {name} ---") + 1 : marks.index(f"# --- end {name} ---")])
 
 
 def _gate(edit: Any) -> Environment:
@@ -96,7 +98,7 @@ def _launched(tmp_path: Path) -> list[str]:
 def test_nccl_gate_runs_all_reduce_perf_on_every_gpu_before_ray(tmp_path: Path) -> None:
     env = stack("onprem-slurm")
     script = _script(env)
-    assert script.index("\nrun_fabric_gate\n") < script.index("\nray_step\n")
+    assert script.index("\n  run_fabric_gate\n") < script.index("\n  ray_step\n")  # both steps of `main`
     proc = _run_gate(env, tmp_path, nodes=2, gpus=8, fixture=str(DATA / "ib_ndr_2x8_h100_all_reduce.txt"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     argv = _launched(tmp_path)
@@ -165,8 +167,8 @@ def test_gloo_gate_runs_the_ray_program_after_the_barrier_before_training(tmp_pa
     # The gate runs in the barrier's process, right after it: one interpreter, one Ray connection; it is
     # started with Ray and awaited once the GCS answered.
     barrier = script.index('barrier=(python3 -c "$ray_ready_program"')
-    gate = script.index('\nstart_fabric_gate "${barrier[@]}"')
-    assert barrier < gate < script.index("\nfinish_fabric_gate \\") < script.index('log "training launched')
+    gate = script.index('\n  start_fabric_gate "${barrier[@]}"')
+    assert barrier < gate < script.index("\n  finish_fabric_gate \\") < script.index('log "training launched')
     assert 'on_head "$@" --gate grpo_infra.preflight.ray_allreduce ' in script
     fixture = tmp_path / "gate.out"
     fixture.write_text("PASS fabric=none backend=gloo transport=socket ranks=3 nodes=3\n  note: gloo\n")
@@ -237,7 +239,7 @@ def test_every_run_gets_a_fresh_token_never_printed(tmp_path: Path) -> None:
     script = _script(env)
     assert token not in script
     # The one place the script expands the token's value: writing the mode-600 file.
-    expanded = [line for line in script.splitlines() if re.search(r"\$\{?RAY_AUTH_TOKEN\b(?!_)", line)]
+    expanded = [line.strip() for line in script.splitlines() if re.search(r"\$\{?RAY_AUTH_TOKEN\b(?!_)", line)]
     assert expanded == [
         '(umask 077 && mkdir -p "$GRPO_RAY_TMP_ROOT" && printf \'%s\\n\' "$RAY_AUTH_TOKEN" >"$ray_token_file") \\'
     ]

@@ -82,7 +82,7 @@ def test_the_sbatch_reads_the_same_tracker(tmp_path: Path) -> None:
 def _sbatch_identity_check(script: str, checkpoints: Path) -> str:
     """The sbatch's library `resume_program` and its identity step, with `on_head` running in place."""
     program = re.search(r"^resume_program=\$\(cat <<'PYTHON'\n.*?^PYTHON\n\)\n", script, re.M | re.S)
-    step = re.search(r'^on_head python3 -c "\$resume_program" .*\n.*\n', script, re.M)
+    step = re.search(r'^ *on_head python3 -c "\$resume_program" .*\n.*\n', script, re.M)  # a step of `main`
     assert program and step, "the sbatch has no resume identity step"
     return (
         f'on_head() {{ "$@"; }}\nfail() {{ echo "FAIL $*" >&2; exit 1; }}\nGRPO_CHECKPOINT_DIR={checkpoints}\n'
