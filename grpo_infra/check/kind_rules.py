@@ -7,6 +7,7 @@ accept and then run badly (or never); one line each, `check` exits 1.
 
 from __future__ import annotations
 
+from ..k8s import raycronjob
 from ..k8s.operators import KUBERAY_VERSION
 from ..spec import ENVIRONMENT_KEY, Environment
 from ..spec.job import MAX_NAME
@@ -44,25 +45,24 @@ def kind_warnings(env: Environment) -> list[Violation]:
     """What the pinned operator does with the kind that the stack file cannot change; never refuses."""
     if env.job.kind != "raycronjob" or env.kubernetes is None:
         return []
-    return _duplicate_runs(env)
+    return _tick_names(env)
 
 
-def _duplicate_runs(env: Environment) -> list[Violation]:
-    """KubeRay before v1.7.0 names each run `<name>-<5 random chars>` and reconciles the RayCronJob again as
-    soon as the run exists (`Owns(&RayJob{})`), from a cache that may not hold the new `lastScheduleTime`
-    yet: that pass creates a second RayJob for the same tick (v1.6.2 controllers/ray/raycronjob_controller.go
-    `Reconcile`, `constructRayJob`; kuberay#4849). v1.7.0 names runs by the tick and takes `AlreadyExists` as
-    done (kuberay#4888). Seen on the local cluster (tests/kube/test_kinds.py)."""
-    major, minor, *_ = (int(part) for part in KUBERAY_VERSION.split("."))
-    if (major, minor) >= (1, 7):
+def _tick_names(env: Environment) -> list[Violation]:
+    """KubeRay before v1.7.0 may create two RayJobs for one tick (kuberay#4849); the stack then names each
+    run by its tick with a MutatingAdmissionPolicy (`grpo_infra.k8s.raycronjob`), whose v1 API only
+    Kubernetes 1.36 serves (MutatingAdmissionPolicy GA, KEP-3962): on an older cluster `pulumi up` cannot
+    create it, and the RayCronJob is not created either."""
+    if raycronjob.operator_names_runs_by_tick():
         return []
     return [
         Violation(
-            "raycronjob-duplicate-runs",
+            "raycronjob-tick-names",
             f"{ENV}.job.kind",
-            f"KubeRay {KUBERAY_VERSION} may create two RayJobs for one tick (kuberay#4849, fixed in 1.7.0): Kueue "
-            "admits one, the other waits for the quota and then runs the same work again; delete the suspended run "
-            f"of `{env.job.name}` whose `ray.io/cronjob-scheduled-timestamp` an admitted run already has",
+            f"KubeRay {KUBERAY_VERSION} may create two RayJobs for one tick (kuberay#4849): the stack names each run "
+            f"of `{env.job.name}` by its tick with a MutatingAdmissionPolicy "
+            "(admissionregistration.k8s.io/v1), which needs Kubernetes 1.36 or later; on an older cluster "
+            "`pulumi up` stops at that policy",
         )
     ]
 

@@ -18,7 +18,7 @@ from .namespaces import tenant_namespaces
 from .operators import helm_releases, kueue_role_patches, uses_kueue
 from .queues import queue_objects
 from .raycluster import ray_cluster
-from .raycronjob import default_local_queue, ray_cron_job
+from .raycronjob import default_local_queue, ray_cron_job, tick_name_policy
 from .rayjob import ray_job
 from .shipped import guard_config_map, resume_config_map
 
@@ -40,6 +40,7 @@ __all__ = [
     "secret_references",
     "tenant_access",
     "tenant_namespaces",
+    "tick_name_policy",
     "workload",
 ]
 
@@ -63,12 +64,13 @@ def objects(env: Environment) -> list[dict[str, Any]]:
 
 
 def cron_queues(env: Environment) -> list[dict[str, Any]]:
-    """The `default` LocalQueue a RayCronJob's runs are admitted through (`grpo_infra.k8s.raycronjob`)."""
+    """How a RayCronJob's runs are admitted (`grpo_infra.k8s.raycronjob`): the `default` LocalQueue that
+    leads them to the tenant's quota, and the policy that gives each tick one run."""
     assert env.kubernetes is not None
-    if env.job.kind != "raycronjob" or env.kubernetes.scheduler != "kueue":
+    if env.job.kind != "raycronjob":
         return []
-    queue = default_local_queue(env)
-    return [queue] if queue is not None else []
+    queue = default_local_queue(env) if env.kubernetes.scheduler == "kueue" else None
+    return [*([queue] if queue is not None else []), *tick_name_policy(env)]
 
 
 def render_files(env: Environment) -> dict[str, str]:

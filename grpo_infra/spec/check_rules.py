@@ -362,11 +362,11 @@ _RULES = (
         'on an existing cluster, a `headPool` of one node shares it between the RayJob\'s head and its submitter, so a head node lost for good leaves the RayJob `Running` until someone deletes the Node or taints it `node.kubernetes.io/out-of-service` (no cloud does it there; docs/kubernetes.md "When the head is lost"); two head nodes keep the submitter away from its head',
     ),
     Rule(
-        "raycronjob-duplicate-runs",
+        "raycronjob-tick-names",
         "warning",
         "kubernetes",
         "kubernetes",
-        'a `raycronjob` under KubeRay 1.6.2 may get two RayJobs for one tick (kuberay#4849, fixed in 1.7.0); Kueue admits one and the other runs the same work after it (docs/kubernetes.md, "The RayCronJob")',
+        'a `raycronjob` under KubeRay 1.6.2 gets one run per tick from a MutatingAdmissionPolicy naming each run by its tick (kuberay#4849, fixed in 1.7.0), which needs Kubernetes 1.36 or later (docs/kubernetes.md, "The RayCronJob")',
     ),
     Rule(
         "job-kind-target",

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from grpo_infra import k8s as render
-from grpo_infra.check import kind_rules, violations, warnings
+from grpo_infra.check import violations, warnings
+from grpo_infra.k8s import raycronjob
 from grpo_infra.k8s.gate import GATE_CONTAINER, GATE_VOLUME
 from grpo_infra.k8s.kinds import gang_view
 from grpo_infra.k8s.operators import kuberay_release
@@ -216,13 +217,19 @@ def test_the_pulumi_program_registers_the_kinds_object_in_the_jobs_component(kin
         assert DEFAULT_LOCAL_QUEUE in names
 
 
-def test_a_raycronjob_on_kuberay_1_6_is_warned_of_duplicate_runs_and_never_refused(
+def test_a_raycronjob_on_kuberay_1_6_names_each_run_by_its_tick_and_is_warned_of_the_kubernetes_it_needs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cron = variant("eks-prod", as_kind("raycronjob"))
-    [warning] = [w for w in warnings(cron) if w.rule == "raycronjob-duplicate-runs"]
-    assert "kuberay#4849" in warning.message and "1.6.2" in warning.message
-    assert "raycronjob-duplicate-runs" not in _rules(cron)
-    assert not [w for w in warnings(env_of("eks-prod")) if w.rule == "raycronjob-duplicate-runs"], "rayjob runs once"
-    monkeypatch.setattr(kind_rules, "KUBERAY_VERSION", "1.7.0")
-    assert not [w for w in warnings(cron) if w.rule == "raycronjob-duplicate-runs"], "named by the tick from 1.7.0"
+    [warning] = [w for w in warnings(cron) if w.rule == "raycronjob-tick-names"]
+    assert "kuberay#4849" in warning.message and "1.36" in warning.message
+    assert "raycronjob-tick-names" not in _rules(cron)
+    assert not [w for w in warnings(env_of("eks-prod")) if w.rule == "raycronjob-tick-names"], "rayjob runs once"
+    policy, binding = render.tick_name_policy(cron)
+    assert [policy["kind"], binding["kind"]] == ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert {o["metadata"]["name"] for o in render.objects(cron)} >= {policy["metadata"]["name"]}
+    assert not [o for o in render.objects(env_of("eks-prod")) if o["kind"] == "MutatingAdmissionPolicy"]
+    monkeypatch.setattr(raycronjob, "KUBERAY_VERSION", "1.7.0")
+    assert not [w for w in warnings(cron) if w.rule == "raycronjob-tick-names"], "named by the tick from 1.7.0"
+    assert render.tick_name_policy(cron) == [], "KubeRay names the runs itself from 1.7.0"
