@@ -131,6 +131,24 @@ def test_the_same_experiment_resumes_and_advances(tmp_path: Path) -> None:
     assert run.stderr == ""
 
 
+def test_a_retry_after_the_experiment_finished_succeeds_and_a_run_that_died_after_saving_does_not(
+    tmp_path: Path,
+) -> None:
+    """A RayJob attempt whose driver trained to the end and exited 0, failed afterwards (its submitter lost the
+    head), is retried: the retry resumes at the last step and has nothing to train. It succeeds, as the
+    experiment did; a checkpoint whose run never exited 0 is judged as before."""
+    env = _stack("eks-prod", tmp_path / "checkpoints")
+    assert _run(tmp_path, env, saves=40).returncode == 0  # trained to step 40 and exited 0
+    retry = _run(tmp_path, env)
+    assert retry.returncode == 0, retry
+    assert retry.stderr.splitlines() == [
+        "grpo: the experiment finished at step 40 in an earlier run; nothing was left to train"
+    ]
+    other = _stack("eks-prod", tmp_path / "other")
+    _resumed_at(other, 40)  # step 40 saved, and the run died before exiting
+    assert _run(tmp_path, other).returncode == 1
+
+
 def test_a_fresh_run_records_its_experiment_and_is_not_judged(tmp_path: Path) -> None:
     env = _stack("eks-prod", tmp_path / "checkpoints")
     assert _run(tmp_path, env).returncode == 0

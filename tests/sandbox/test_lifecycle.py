@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_infra.lifecycle.resume import FINISHED_FILE
 from grpo_infra.sandbox import jobs
 from grpo_infra.sandbox.cluster import which
 from grpo_infra.sandbox.plan import Plan
@@ -66,10 +67,19 @@ def _probe(steps: int) -> str:
     return shlex.join(probe) + ' --checkpoint-dir "$GRPO_CHECKPOINT_DIR"'
 
 
-def test_a_resumed_run_that_exits_0_without_a_new_step_fails(local_sandbox: Plan, workdir: Path) -> None:
+def test_a_resumed_run_that_exits_0_without_a_new_step_fails_unless_the_experiment_had_finished(
+    local_sandbox: Plan, workdir: Path
+) -> None:
     first = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(2)}, cwd=workdir)
     assert jobs.wait_for_state(first, timeout=240) == "COMPLETED", jobs.output(first)[-3000:]
-    # The same run again: it resumes at step 2 of 2 and exits 0 having trained nothing.
+    # The same run again (a requeue after the last step): it resumes at step 2 of 2, where the first run
+    # exited 0, and has nothing left to train.
+    done = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(2)}, cwd=workdir)
+    assert jobs.wait_for_state(done, timeout=240) == "COMPLETED", jobs.output(done)[-3000:]
+    assert "the experiment finished at step 2 in an earlier run; nothing was left to train" in jobs.output(done)
+    # A run that saved step 2 and died before exiting 0 leaves no record of it: the next run resumes at step 2
+    # and exits 0 having trained nothing, as verl did at an epoch boundary.
+    (Path(local_sandbox.env.job.checkpoint.dir) / FINISHED_FILE).unlink()
     again = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(2)}, cwd=workdir)
     state = jobs.wait_for_state(again, timeout=240)
     output = jobs.output(again)

@@ -473,6 +473,11 @@ resumed run must advance.
    requeued or retried job would then be reported COMPLETED/SUCCEEDED having trained nothing. The tracker
    is read before and after the command; exit 0 after resuming at step N > 0 with no step after N is
    turned into 1, said in one line. A fresh run (no checkpoint at start) is never judged.
+3. Finished. A run that exits 0 having trained (fresh, or advanced past its start) records the step it
+   ended at (`FINISHED_FILE`). A later run of the same experiment that resumes at exactly that step has
+   nothing left to train, and its exit 0 is kept: a retry after training finished (a RayJob attempt failed
+   by its submitter after the driver ended, a Slurm requeue after the last step) then succeeds instead of
+   failing every retry. A checkpoint whose run never exited 0 (it died after saving) is still judged.
 
     python3 resume.py --checkpoint-dir DIR --identity-file FILE -- COMMAND...   (both rules around COMMAND)
     python3 resume.py --checkpoint-dir DIR --identity JSON                      (the identity rule alone)
@@ -498,6 +503,8 @@ from typing import Any
 CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
 # The experiment a checkpoint directory belongs to, written beside verl's tracker.
 IDENTITY_FILE = ".grpo-infra-experiment.json"
+# The step a run of this experiment ended at with exit 0, written beside verl's tracker.
+FINISHED_FILE = ".grpo-infra-finished-step"
 # What to do about a refusal, said in the refusal line.
 REMEDY = "set a new job.name for a new experiment, or remove the directory to start this one over"
 # Differing fields named in the refusal line, at most.
@@ -515,8 +522,27 @@ def checkpoint_step(directory: Path) -> int:
     return int(text) if text.isdigit() else 0
 
 
-def verdict(before: int, after: int, status: int) -> tuple[int, str | None]:
-    """The run's exit status and the line saying why, from the steps before and after and the command's status."""
+def finished_step(directory: Path) -> int | None:
+    """The step an earlier run of this experiment exited 0 at, or None."""
+    try:
+        text = (directory / FINISHED_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def record_finished(directory: Path, step: int) -> None:
+    """Record that a run ended at `step` with exit 0 (atomically: a reader sees the old or the new step)."""
+    partial = directory / f"{FINISHED_FILE}.partial"
+    partial.write_text(f"{step}\n", encoding="utf-8")
+    partial.replace(directory / FINISHED_FILE)
+
+
+def verdict(before: int, after: int, status: int, finished: int | None = None) -> tuple[int, str | None]:
+    """The run's exit status and the line saying why, from the steps before and after, the command's status
+    and the step an earlier run of the experiment finished at."""
+    if status == 0 and before > 0 and after <= before and finished == before:
+        return 0, f"grpo: the experiment finished at step {before} in an earlier run; nothing was left to train"
     if status == 0 and before > 0 and after <= before:
         return 1, (
             f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
@@ -609,9 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, _frame: child.send_signal(number))
     status = child.wait()
-    code, line = verdict(before, checkpoint_step(args.checkpoint_dir), status)
+    after = checkpoint_step(args.checkpoint_dir)
+    code, line = verdict(before, after, status, finished_step(args.checkpoint_dir))
     if line:
         print(line, file=sys.stderr, flush=True)
+    if code == 0 and after > before:
+        record_finished(args.checkpoint_dir, after)
     return code
 
 
