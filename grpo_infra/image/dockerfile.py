@@ -29,6 +29,11 @@ FOLDER = "image"
 EFA_INSTALLER_VERSION = "1.40.0"
 AWS_OFI_NCCL_VERSION = "1.14.2"
 NCCL_TESTS_VERSION = "2.19.6"
+# The commits those tags name (`git rev-parse v1.14.2^{commit}` in github.com/aws/aws-ofi-nccl,
+# `v2.19.6^{commit}` in github.com/NVIDIA/nccl-tests): a tag can be moved, a commit cannot, so the build
+# checks out the tag and stops unless it is this commit.
+AWS_OFI_NCCL_COMMIT = "42f78e821deee7c5492b745b39760de81bbc0ac0"
+NCCL_TESTS_COMMIT = "a0b82b2260cf5152b9f8c061bbf7eaf0ba096432"
 # Where this project's files go in the image (the guard, and the wheel while it installs).
 GRPO_DIR = "/opt/grpo-infra"
 VENV = "/opt/venv"
@@ -96,7 +101,6 @@ def _efa() -> list[str]:
     return [
         "# EFA userspace (libfabric, Open MPI) without the kernel module, then the aws-ofi-nccl plugin NCCL loads.",
         f"ARG EFA_INSTALLER_VERSION={EFA_INSTALLER_VERSION}",
-        f"ARG AWS_OFI_NCCL_VERSION={AWS_OFI_NCCL_VERSION}",
         "# One layer: the sources are built and removed where they were unpacked (DL3003); apt as above (DL3008).",
         "# hadolint ignore=DL3003,DL3008",
         "RUN apt-get update \\",
@@ -104,16 +108,26 @@ def _efa() -> list[str]:
         ' && curl -fsSL "https://efa-installer.amazonaws.com/aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" \\',
         "    | tar -xz -C /tmp \\",
         " && cd /tmp/aws-efa-installer && ./efa_installer.sh -y -g --skip-kmod --skip-limit-conf --no-verify \\",
-        ' && curl -fsSL "https://github.com/aws/aws-ofi-nccl/archive/refs/tags/v${AWS_OFI_NCCL_VERSION}.tar.gz" \\',
-        "    | tar -xz -C /tmp \\",
-        ' && cd "/tmp/aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}" && ./autogen.sh \\',
+        *_pinned_clone(
+            "https://github.com/aws/aws-ofi-nccl.git", AWS_OFI_NCCL_VERSION, AWS_OFI_NCCL_COMMIT, "/tmp/aws-ofi-nccl"
+        ),
+        " && cd /tmp/aws-ofi-nccl && ./autogen.sh \\",
         " && ./configure --prefix=/opt/amazon/ofi-nccl --with-libfabric=/opt/amazon/efa --with-cuda=/usr/local/cuda \\",
         "    --with-mpi=/opt/amazon/openmpi --enable-platform-aws \\",
         ' && make -j"$(nproc)" install \\',
         " && printf '%s\\n' /opt/amazon/ofi-nccl/lib /opt/amazon/efa/lib /opt/amazon/openmpi/lib > /etc/ld.so.conf.d/efa.conf \\",
         " && ldconfig \\",
-        ' && rm -rf /tmp/aws-efa-installer "/tmp/aws-ofi-nccl-${AWS_OFI_NCCL_VERSION}" /var/lib/apt/lists/*',
+        " && rm -rf /tmp/aws-efa-installer /tmp/aws-ofi-nccl /var/lib/apt/lists/*",
         "ENV PATH=/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:$PATH",
+    ]
+
+
+def _pinned_clone(url: str, version: str, commit: str, where: str) -> list[str]:
+    """RUN lines (continuations) cloning tag `v<version>` of `url` into `where`, stopping the build unless the
+    tag names `commit`."""
+    return [
+        f" && git clone --depth 1 --branch v{version} {url} {where} \\",
+        f' && test "$(git -C {where} rev-parse HEAD)" = {commit} \\',
     ]
 
 
@@ -146,12 +160,13 @@ def _nccl_tests(efa: bool, python: str) -> list[str]:
     return [
         "# nccl-tests with MPI: Slurm's fabric gate runs all_reduce_perf as one rank per GPU under srun --mpi,",
         "# linked against torch's NCCL (the nvidia-nccl wheel in the lock), not a distribution libnccl2.",
-        f"ARG NCCL_TESTS_VERSION={NCCL_TESTS_VERSION}",
         *apt,
         "# One layer: the sources are built and removed where they were cloned.",
         f"RUN mkdir -p /tmp/nccl-home/lib && ln -s {nccl}/include /tmp/nccl-home/include \\",
         f" && ln -s {nccl}/lib/libnccl.so.2 /tmp/nccl-home/lib/libnccl.so \\",
-        ' && git clone --depth 1 --branch "v${NCCL_TESTS_VERSION}" https://github.com/NVIDIA/nccl-tests.git /tmp/nccl-tests \\',
+        *_pinned_clone(
+            "https://github.com/NVIDIA/nccl-tests.git", NCCL_TESTS_VERSION, NCCL_TESTS_COMMIT, "/tmp/nccl-tests"
+        ),
         f' && make -C /tmp/nccl-tests -j"$(nproc)" MPI=1 MPI_HOME={mpi} CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl-home \\',
         " && install -m 0755 /tmp/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf \\",
         f" && patchelf --set-rpath {nccl}/lib /usr/local/bin/all_reduce_perf \\",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_infra import synth
+from grpo_infra.image import dockerfile as dockerfile_module
 from grpo_infra.image.dockerfile import dockerfile
 from grpo_infra.image.lock import pins
 from tests.conftest import ROOT, unavailable
@@ -260,3 +261,49 @@ def test_the_flash_attn_build_keeps_setup_pys_memory_throttle(name: str) -> None
     assert env["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE" and env["FLASH_ATTN_CUDA_ARCHS"] == "90"
     assert not env.get("MAX_JOBS"), "MAX_JOBS set: flash-attn's memory throttle is off"
     assert _flash_attn_build_env(text, {"MAX_JOBS": "4"})["MAX_JOBS"] == "4", "a builder can still choose"
+
+
+def _git(*args: str, cwd: Path) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(["git", *args], cwd=cwd, env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("stack_name", "source", "commit"),
+    [
+        ("eks-prod", "https://github.com/aws/aws-ofi-nccl.git", dockerfile_module.AWS_OFI_NCCL_COMMIT),
+        ("onprem-slurm", "https://github.com/NVIDIA/nccl-tests.git", dockerfile_module.NCCL_TESTS_COMMIT),
+    ],
+)
+def test_a_source_built_from_git_is_its_pinned_commit_or_the_build_stops(
+    tmp_path: Path, stack_name: str, source: str, commit: str
+) -> None:
+    """The rendered clone-and-check lines, run with a local repository in the source's place: the tag at
+    the pinned commit builds on; the same tag moved to another commit stops the build."""
+    text = dockerfile(stack(stack_name))
+    lines = [line for line in text.splitlines() if source in line]
+    assert len(lines) == 1, lines
+    clone = lines[0]
+    check = text.splitlines()[text.splitlines().index(clone) + 1]
+    assert check.strip().startswith('&& test "$(git -C') and check.rstrip(" \\").endswith(f"= {commit}")
+    tag = clone.split("--branch ")[1].split()[0]
+    where = clone.rstrip(" \\").split()[-1]
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    _git("commit", "-q", "--allow-empty", "-m", "one", cwd=repo)
+    _git("tag", tag, cwd=repo)
+    pinned = _git("rev-parse", "HEAD", cwd=repo)
+
+    def build() -> int:
+        script = (clone + "\n" + check).replace(source, str(repo)).replace(where, str(tmp_path / "clone"))
+        script = script.replace(commit, pinned).strip().removeprefix("&& ").replace("\\\n &&", "&&").rstrip(" \\")
+        shutil.rmtree(tmp_path / "clone", ignore_errors=True)
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True).returncode
+
+    assert build() == 0
+    _git("commit", "-q", "--allow-empty", "-m", "two", cwd=repo)
+    _git("tag", "-f", tag, cwd=repo)  # the tag moved upstream
+    assert build() != 0
