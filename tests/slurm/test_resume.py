@@ -15,7 +15,7 @@ import pytest
 
 from grpo_infra import training
 from grpo_infra.lifecycle.ray_node import RESUME_PROGRAM
-from grpo_infra.lifecycle.resume import CHECKPOINT_TRACKER, IDENTITY_FILE, guarded
+from grpo_infra.lifecycle.resume import CHECKPOINT_TRACKER, FINISHED_FILE, IDENTITY_FILE, guarded
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from tests.slurm.shell import function
 from tests.slurm.variants import stack
@@ -72,7 +72,7 @@ def test_the_sbatch_reads_the_same_tracker(tmp_path: Path) -> None:
     assert subprocess.run(["bash", "-c", read], capture_output=True, text=True).stdout == "0\n"
     (tmp_path / CHECKPOINT_TRACKER).write_text("7\n")
     assert subprocess.run(["bash", "-c", read], capture_output=True, text=True).stdout == "7\n"
-    assert '(( step_before > 0 )) && ! checkpoint_advanced "$step_before" "$step_after"' in script
+    assert '--checkpoint-dir "$GRPO_CHECKPOINT_DIR" --judge "$step_before"' in script
     advanced = function(script, "checkpoint_advanced")
     for before, after, rc in ((5, 6, 0), (5, 5, 1), (5, 4, 1)):
         check = advanced + f"checkpoint_advanced {before} {after}"
@@ -124,3 +124,22 @@ def test_the_sbatch_refuses_another_experiments_checkpoint_dir_and_resumes_its_o
     assert f"(actor_rollout_ref.actor.optim.lr: {first.job.learning_rate} → 7e-06)" in refusal
     assert refusal.endswith("set a new job.name for a new experiment, or remove the directory to start this one over")
     assert failed.startswith("FAIL the checkpoint directory")
+
+
+def test_the_sbatch_form_judges_a_run_it_ran_itself(tmp_path: Path) -> None:
+    """`--judge STEP`: the sbatch runs verl itself (its crash path requeues) and asks the program after an exit 0."""
+
+    def judge(before: int) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-I", str(RESUME_PROGRAM), "--checkpoint-dir", str(tmp_path), "--judge", str(before)]
+        return subprocess.run(argv, capture_output=True, text=True)
+
+    (tmp_path / CHECKPOINT_TRACKER).write_text("2\n")
+    refused = judge(2)  # resumed at 2, saved nothing, and no run of the experiment ended at 2
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("it did not train")
+    trained = judge(0)  # a fresh run that saved up to step 2 and exited 0: recorded as finished
+    assert (trained.returncode, trained.stderr) == (0, "")
+    assert (tmp_path / FINISHED_FILE).read_text() == "2\n"
+    done = judge(2)  # the same experiment again, nothing left
+    assert done.returncode == 0
+    assert done.stderr.strip() == "grpo: the experiment finished at step 2 in an earlier run; nothing was left to train"

@@ -474,6 +474,8 @@ resumed run must advance.
 
     python3 resume.py --checkpoint-dir DIR --identity-file FILE -- COMMAND...   (both rules around COMMAND)
     python3 resume.py --checkpoint-dir DIR --identity JSON                      (the identity rule alone)
+    python3 resume.py --checkpoint-dir DIR --judge STEP   (the advance and finished rules, for a command the
+                                                           caller ran itself from STEP and that exited 0)
 
 Standard library only and self-contained (no package imports): the Kubernetes head runs this file from a
 ConfigMap whatever the image holds (grpo_infra/k8s/shipped.py), the sbatch and the launchers' nodes run its
@@ -612,8 +614,13 @@ def main(argv: list[str] | None = None) -> int:
     identity = parser.add_mutually_exclusive_group(required=True)
     identity.add_argument("--identity", help="the experiment's identity, JSON")
     identity.add_argument("--identity-file", type=Path, help="a file holding the experiment's identity, JSON")
+    identity.add_argument(
+        "--judge", type=int, metavar="STEP", help="judge a command that started at STEP and exited 0 (the sbatch's)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     args = parser.parse_args(argv)
+    if args.judge is not None:
+        return judged(args.checkpoint_dir, args.judge, 0)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     text = args.identity if args.identity is not None else args.identity_file.read_text(encoding="utf-8")
     refusal = identity_refusal(args.checkpoint_dir, json.loads(text))
@@ -627,13 +634,18 @@ def main(argv: list[str] | None = None) -> int:
     # A stop of the job (KubeRay deletes the cluster, Ray stops the driver) reaches the trainer.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, _frame: child.send_signal(number))
-    status = child.wait()
-    after = checkpoint_step(args.checkpoint_dir)
-    code, line = verdict(before, after, status, finished_step(args.checkpoint_dir))
+    return judged(args.checkpoint_dir, before, child.wait())
+
+
+def judged(directory: Path, before: int, status: int) -> int:
+    """The exit status of a run that started at step `before` and ended with `status`, its line said, and a
+    run that trained and exited 0 recorded as finished."""
+    after = checkpoint_step(directory)
+    code, line = verdict(before, after, status, finished_step(directory))
     if line:
         print(line, file=sys.stderr, flush=True)
     if code == 0 and after > before:
-        record_finished(args.checkpoint_dir, after)
+        record_finished(directory, after)
     return code
 
 
