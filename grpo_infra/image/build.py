@@ -39,7 +39,7 @@ from typing import Any
 
 from ..spec import Environment
 from . import guard_program
-from .dockerfile import VENV
+from .dockerfile import RDMA_PACKAGES, VENV, rdma_userspace
 from .lock import engine_requirements, normalize, pins
 from .oci import ImageConfig, Layer, cache_dir, pack, write_layer
 from .variant import SUITE, SUITE_PYTHON, variant_guard_args
@@ -113,13 +113,20 @@ def recipe(env: Environment, project: Path) -> Recipe:
     return Recipe(
         ref=env.image.ref,
         suite=SUITE,
-        apt=APT_PACKAGES,
+        apt=apt_packages(env),
         with_deps=with_deps,
         without_deps=without_deps,
         constraints=constraints,
         grpo_infra_source=source_hash(project),
         guard=hashlib.sha256(guard_program().encode()).hexdigest(),
     )
+
+
+def apt_packages(env: Environment) -> tuple[str, ...]:
+    """The Debian packages of the root file system: the job's, and the RDMA verbs userspace wherever the
+    production image installs it (`dockerfile.rdma_userspace`; the same package names in Debian bookworm as
+    in Ubuntu noble), so the guard's verbs check at build and on the nodes reads a real libibverbs."""
+    return APT_PACKAGES + (RDMA_PACKAGES if rdma_userspace(env) else ())
 
 
 def slug(ref: str) -> str:
@@ -164,9 +171,9 @@ def in_root(root: Path, command: str) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "--fork", "sh", "-c", script, command]
 
 
-def _debootstrap(root: Path, log: Path, say: Progress) -> None:
+def _debootstrap(root: Path, apt: tuple[str, ...], log: Path, say: Progress) -> None:
     """`debootstrap --variant=minbase SUITE` with the packages the job needs, its progress line by line."""
-    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(APT_PACKAGES)}", SUITE, str(root)]
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(apt)}", SUITE, str(root)]
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
@@ -272,7 +279,7 @@ def _base(plan: Recipe, log: Path, say: Progress) -> tuple[Path, Layer]:
     root = partial / "rootfs"
     partial.mkdir(parents=True)
     t = time.monotonic()
-    _debootstrap(root, log, say)
+    _debootstrap(root, plan.apt, log, say)
     say(f"  root file system in {time.monotonic() - t:.0f}s")
     t = time.monotonic()
     with _HostTrust(root, partial):
@@ -443,7 +450,7 @@ def differences(env: Environment, record: dict[str, Any]) -> list[tuple[str, str
     for name in production_apt(env):
         if name not in debian:
             rows.append(("apt", name, "installed", "absent"))
-    for name in APT_PACKAGES:
+    for name in apt_packages(env):
         if name not in production_apt(env):
             rows.append(("apt", name, "from the base, if at all", debian.get(name, "absent")))
     lock = env.image.build.lock if env.image.build is not None else None

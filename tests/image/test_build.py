@@ -37,6 +37,16 @@ def test_recipe_follows_the_stack_and_its_lock() -> None:
     assert not any(c.startswith(("torch==", "flash-attn==")) for c in plan.with_deps + plan.without_deps)
 
 
+def test_the_variant_of_a_verbs_fabric_stack_carries_the_rdma_userspace_its_production_image_does() -> None:
+    """onprem-k8s's pool talks RoCE: its guard checks that libibverbs loads, at build and on the nodes, so
+    the CPU variant installs the verbs userspace as the Dockerfile does (`grpo-infra rehearse onprem-k8s`
+    stopped at the build's guard without it); local-k8s has no such fabric and keeps its packages."""
+    from grpo_infra.image.dockerfile import RDMA_PACKAGES
+
+    assert set(RDMA_PACKAGES) <= set(build.recipe(_env("onprem-k8s"), ROOT).apt)
+    assert build.recipe(_env(), ROOT).apt == build.APT_PACKAGES
+
+
 def test_cache_key_changes_with_what_the_image_holds(tmp_path: Path) -> None:
     """Same inputs, same archive; another Ray pin or another grpo-infra source, another archive."""
     env = _env()
