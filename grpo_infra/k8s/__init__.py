@@ -70,7 +70,7 @@ def cron_queues(env: Environment) -> list[dict[str, Any]]:
     if env.job.kind != "raycronjob":
         return []
     queue = default_local_queue(env) if env.kubernetes.scheduler == "kueue" else None
-    return [*([queue] if queue is not None else []), *tick_name_policy(env)]
+    return [queue, *tick_name_policy(env)] if queue is not None else tick_name_policy(env)
 
 
 def render_files(env: Environment) -> dict[str, str]:

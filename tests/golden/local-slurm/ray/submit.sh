@@ -515,22 +515,23 @@ SHOWN_DIFFERENCES = 3
 MODULE = "grpo_infra.lifecycle.resume"
 
 
+def _step_in(path: Path) -> int | None:
+    """The step number a one-line file holds, or None (no file, or not a number)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def checkpoint_step(directory: Path) -> int:
     """The last saved step in verl's layout under `directory`; 0 when there is none."""
-    try:
-        text = (directory / CHECKPOINT_TRACKER).read_text(encoding="utf-8").strip()
-    except OSError:
-        return 0
-    return int(text) if text.isdigit() else 0
+    return _step_in(directory / CHECKPOINT_TRACKER) or 0
 
 
 def finished_step(directory: Path) -> int | None:
     """The step an earlier run of this experiment exited 0 at, or None."""
-    try:
-        text = (directory / FINISHED_FILE).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+    return _step_in(directory / FINISHED_FILE)
 
 
 def record_finished(directory: Path, step: int) -> None:
@@ -543,14 +544,14 @@ def record_finished(directory: Path, step: int) -> None:
 def verdict(before: int, after: int, status: int, finished: int | None = None) -> tuple[int, str | None]:
     """The run's exit status and the line saying why, from the steps before and after, the command's status
     and the step an earlier run of the experiment finished at."""
-    if status == 0 and before > 0 and after <= before and finished == before:
+    if status != 0 or before == 0 or after > before:
+        return status, None  # a failure stays the command's own; a fresh or advanced run is not judged
+    if finished == before:
         return 0, f"grpo: the experiment finished at step {before} in an earlier run; nothing was left to train"
-    if status == 0 and before > 0 and after <= before:
-        return 1, (
-            f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
-            f"(now {after}): it did not train"
-        )
-    return status, None
+    return 1, (
+        f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
+        f"(now {after}): it did not train"
+    )
 
 
 def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
