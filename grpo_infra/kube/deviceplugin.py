@@ -6,7 +6,8 @@ The API is k8s.io/kubelet v0.36.3 `pkg/apis/deviceplugin/v1beta1/api.proto` (ser
 on `/var/lib/kubelet/device-plugins/kubelet.sock`; service DevicePlugin on a socket of the plugin's
 own in that directory; `constants.go` there). Its messages are declared below from that file's
 field numbers, so no protoc step is needed. A device is only an ID: Allocate answers with the
-environment NVIDIA's plugin sets (NVIDIA_VISIBLE_DEVICES), and no device node, since there is none.
+environment NVIDIA's plugin sets (NVIDIA_VISIBLE_DEVICES), and no device node, since there is none; a
+verbs fabric's resource answers with the node's uverbs character nodes (grpo_infra/kube/hcas.py).
 
 Run as `python -m grpo_infra.kube.deviceplugin nvidia.com/gpu=8 [vendor.com/fabric=4 ...]` inside
 the node's mount namespace. The kubelet removes every socket in the directory when it restarts;
@@ -56,8 +57,14 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str]]] = {
     "AllocateRequest": [
         ("container_requests", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1beta1.ContainerAllocateRequest")
     ],
+    "DeviceSpec": [
+        ("container_path", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("host_path", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("permissions", 3, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+    ],
     "ContainerAllocateResponse": [
-        ("envs", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1beta1.ContainerAllocateResponse.EnvsEntry")
+        ("envs", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1beta1.ContainerAllocateResponse.EnvsEntry"),
+        ("devices", 3, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1beta1.DeviceSpec"),
     ],
     "AllocateResponse": [
         ("container_responses", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1beta1.ContainerAllocateResponse")
@@ -130,9 +137,14 @@ def device_ids(resource: str, count: int) -> list[str]:
 class Plugin:
     """One resource's DevicePlugin service on its own socket."""
 
-    def __init__(self, resource: str, count: int, plugin_dir: Path = PLUGIN_DIR) -> None:
+    def __init__(
+        self, resource: str, count: int, plugin_dir: Path = PLUGIN_DIR, device_nodes: tuple[Path, str] | None = None
+    ) -> None:
         self.resource = resource
         self.ids = device_ids(resource, count)
+        # (host directory, container directory): every node file of the host directory is given to a container
+        # allocated any of this resource, as the RDMA shared device plugin gives every HCA's devices.
+        self.device_nodes = device_nodes
         self.socket = plugin_dir / f"grpo-{resource.replace('/', '_')}.sock"
         self.kubelet_socket = plugin_dir / KUBELET_SOCKET.name
         self.server: grpc.Server | None = None
@@ -154,8 +166,17 @@ class Plugin:
         for container in request.container_requests:
             ids = ",".join(container.devices_ids)
             envs = {"NVIDIA_VISIBLE_DEVICES": ids} if "gpu" in self.resource else {"GRPO_FAKE_DEVICES": ids}
-            responses.append(M["ContainerAllocateResponse"](envs=envs))
+            responses.append(M["ContainerAllocateResponse"](envs=envs, devices=self.device_specs()))
         return M["AllocateResponse"](container_responses=responses)
+
+    def device_specs(self) -> list[Any]:
+        if self.device_nodes is None:
+            return []
+        host, inside = self.device_nodes
+        return [
+            M["DeviceSpec"](container_path=f"{inside}/{node.name}", host_path=str(node), permissions="rw")
+            for node in sorted(host.iterdir())
+        ]
 
     def preferred(self, request: Any, context: Any) -> Any:
         return M["PreferredAllocationResponse"](
@@ -211,9 +232,12 @@ class Plugin:
             self.server = None
 
 
-def run(resources: dict[str, int], plugin_dir: Path = PLUGIN_DIR) -> None:
+def run(
+    resources: dict[str, int], plugin_dir: Path = PLUGIN_DIR, device_nodes: dict[str, tuple[Path, str]] | None = None
+) -> None:
     """Serve every resource and serve again whenever its socket disappears (a kubelet restart)."""
-    plugins = [Plugin(r, n, plugin_dir) for r, n in resources.items()]
+    nodes = device_nodes or {}
+    plugins = [Plugin(r, n, plugin_dir, nodes.get(r)) for r, n in resources.items()]
     while True:
         for plugin in plugins:
             if plugin.server is None or not plugin.socket.exists():
@@ -240,9 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("resources", nargs="+", help="RESOURCE=COUNT, e.g. nvidia.com/gpu=8")
     parser.add_argument("--plugin-dir", type=Path, default=PLUGIN_DIR)
+    parser.add_argument(
+        "--device-dir",
+        action="append",
+        default=[],
+        help="RESOURCE=HOST_DIR=CONTAINER_DIR: a container allocated RESOURCE gets every node file of HOST_DIR",
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.plugin_dir, exist_ok=True)
-    run(parse(args.resources), args.plugin_dir)
+    device_nodes = {}
+    for spec in args.device_dir:
+        resource, host, inside = spec.split("=", 2)
+        device_nodes[resource] = (Path(host), inside)
+    run(parse(args.resources), args.plugin_dir, device_nodes)
     return 0
 
 

@@ -7,31 +7,28 @@ image guard reads exactly that file at job start (grpo_infra/image/guard.py `dri
 that demands a driver on a CPU node fails there and then.
 
 The local GPU nodes have no NVIDIA module, so each presents its pool's driver the way NVIDIA's container
-runtime presents driver files: a wrapper around runc (containerd's `BinaryName`) adds an OCI
-`createContainer` hook to every container it creates on that node. runc runs that hook in the
-container's mount namespace after the container's own /proc is mounted and before pivot_root, with the
-root file system as the working directory (runc 1.1 libcontainer/rootfs_linux.go `prepareRootfs`;
-OCI runtime-spec config.md "createContainer Hooks"): it binds the node's `driver/` directory,
-read-only, over the container's `proc/driver`. runc itself refuses such a mount in config.json
-(`checkProcMount`: only lxcfs's files may be mounted inside /proc), which is why it is a hook, as
-nvidia-container-cli's is. A CPU node has no wrapper: its containers see the kernel's empty
+runtime presents driver files, by a `createContainer` hook (presented.py) that binds the node's `driver/`
+directory, read-only, over the container's `proc/driver`. runc itself refuses such a mount in
+config.json (`checkProcMount`: only lxcfs's files may be mounted inside /proc), which is why it is a
+hook, as nvidia-container-cli's is. A CPU node has no hook: its containers see the kernel's empty
 /proc/driver, as on a cloud CPU node.
 """
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
+from typing import Any
 
 from ..image.driver import MIN_DRIVER, min_driver
 from ..spec import Environment
+from .presented import shell_hook
 
 # The newest driver floor the project knows, for an image that declares no CUDA.
 NEWEST_FLOOR = max(MIN_DRIVER.values(), key=lambda v: tuple(int(p) for p in v.split(".")))
 # The file's first line as the NVIDIA module writes it (nvidia.ko, `NVRM version:` banner); the guard's
 # pattern reads the version after "Kernel Module".
 VERSION_LINE = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  (presented by the local GPU node)\n"
-RUNTIME_FILE = "runc-with-driver"
+HOOK = 'mount --bind "$0" proc/driver && mount -o remount,bind,ro proc/driver'
 
 
 def presented_driver(env: Environment) -> str:
@@ -48,15 +45,6 @@ def write_driver_dir(base: Path, version: str) -> Path:
     return driver
 
 
-def runtime_script(python: str, runc: str, driver_dir: Path) -> str:
-    """containerd's runc for a GPU node: runc itself, but `create` (containerd's shim) and `run` go through
-    the hook-adding wrapper."""
-    wrapper = Path(__file__).with_name("driver_runtime.py")
-    q = shlex.quote
-    return (
-        "#!/bin/sh\n"
-        "# runc for a local GPU node: every container it creates sees the node's NVIDIA driver\n"
-        "# (grpo_infra/kube/gpudriver.py).\n"
-        f'case " $* " in *" create "* | *" run "*) exec {q(python)} -I {q(str(wrapper))} {q(runc)} {q(str(driver_dir))} "$@" ;; esac\n'
-        f'exec {q(runc)} "$@"\n'
-    )
+def driver_hook(driver_dir: Path) -> dict[str, Any]:
+    """The hook binding the node's `driver/` read-only over the container's /proc/driver."""
+    return shell_hook(HOOK, driver_dir)

@@ -22,6 +22,7 @@ from ..k8s.placement import node_selector, node_taints
 from ..localnode import Machine
 from ..spec import Environment
 from .gpudriver import presented_driver
+from .hcas import Verbs
 from .plan import POD_CIDR, PORTS, cpu_node_names, pool_hosts
 
 # The nodes' bridge and namespaces; away from the Slurm sandbox's (grpo-sbx-, gsbx, 10.213.57.0/24).
@@ -65,6 +66,8 @@ class RealNode(Machine):
     devices: dict[str, int] = field(default_factory=dict)
     # The NVIDIA driver its containers see (gpudriver.py); None on a CPU node, which has none.
     driver: str | None = None
+    # The HCAs of an InfiniBand or RoCE pool's node (hcas.py); None elsewhere.
+    verbs: Verbs | None = None
 
     @property
     def pod_gateway(self) -> str:
@@ -98,25 +101,28 @@ def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cp
     .11 onwards, pod CIDRs 10.244.<i>.0/24."""
     subnet = subnet or node_subnet()
     pods = ipaddress.IPv4Network(POD_CIDR)
-    specs: list[tuple[str, dict[str, str], tuple[dict[str, str], ...], dict[str, int]]] = []
+    specs: list[tuple[str, dict[str, str], tuple[dict[str, str], ...], dict[str, int], Verbs | None]] = []
     topology = topology_labels(env)
     for pool in env.pools:
         devices = {pool.gpu.resource: pool.gpu.per_node}
         if pool.fabric.resource and pool.fabric.devices_per_node:
             devices[pool.fabric.resource] = pool.fabric.devices_per_node
+        verbs = None
+        if pool.fabric.kind in ("infiniband", "roce") and pool.fabric.resource:
+            verbs = Verbs(pool.fabric.kind, pool.fabric.resource, tuple(pool.fabric.hcas))
         for host in pool_hosts(pool):
-            specs.append((host, {**node_selector(pool), **topology}, tuple(node_taints(pool)), devices))
+            specs.append((host, {**node_selector(pool), **topology}, tuple(node_taints(pool)), devices, verbs))
     head = env.kubernetes.head_pool if env.kubernetes is not None else None
-    specs += [(name, dict(head.labels) if head else {}, (), {}) for name in cpu_node_names(cpu_nodes)]
+    specs += [(name, dict(head.labels) if head else {}, (), {}, None) for name in cpu_node_names(cpu_nodes)]
     if len(specs) > min(200, 2 ** (24 - subnet.prefixlen) * 256 - 12):
         raise ValueError(f"{len(specs)} real nodes do not fit the node subnet {subnet}")
     out = []
     gpu_driver = presented_driver(env)
-    for i, (name, labels, taints, devices) in enumerate(specs, start=1):
+    for i, (name, labels, taints, devices, verbs) in enumerate(specs, start=1):
         cidr = str(list(pods.subnets(new_prefix=24))[i])
         driver = gpu_driver if devices else None
         address = str(subnet.network_address + 10 + i)
-        out.append(RealNode(name, i, address, subnet.prefixlen, cidr, labels, taints, devices, driver))
+        out.append(RealNode(name, i, address, subnet.prefixlen, cidr, labels, taints, devices, driver, verbs))
     return out
 
 

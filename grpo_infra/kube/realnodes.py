@@ -27,7 +27,7 @@ import yaml
 
 from ..localnode import add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
-from . import gpudriver, nodeimages
+from . import gpudriver, hcas, nodeimages, presented
 from .nodes import (
     BRIDGE,
     CGROUP_PARENT,
@@ -303,11 +303,14 @@ def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
     (dirs.etc / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(node, dirs, paths.pki / "ca.crt", dns)))
     (dirs.etc / "kubeconfig").write_text(kubelet_kubeconfig(node, paths.pki, server_on_bridge()))
     runc = which("runc") or "runc"
+    hooks = []
     if node.driver is not None:
-        runtime = dirs.etc / gpudriver.RUNTIME_FILE
-        runtime.write_text(
-            gpudriver.runtime_script(sys.executable, runc, gpudriver.write_driver_dir(dirs.base, node.driver))
-        )
+        hooks.append(gpudriver.driver_hook(gpudriver.write_driver_dir(dirs.base, node.driver)))
+    if node.verbs is not None:
+        hooks.append(hcas.verbs_hook(hcas.write_verbs_dir(dirs.base, node.verbs)))
+    if hooks:
+        runtime = dirs.etc / presented.RUNTIME_FILE
+        runtime.write_text(presented.runtime_script(sys.executable, runc, hooks, dirs.etc))
         runtime.chmod(0o755)
         runc = str(runtime)
     (dirs.etc / "containerd.toml").write_text(containerd_config(dirs, runc, str(CNI_BIN), nodeimages.PAUSE_REF))
@@ -327,6 +330,9 @@ def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
     if node.devices:
         plugin = [sys.executable, "-m", "grpo_infra.kube.deviceplugin"]
         plugin += [f"{resource}={count}" for resource, count in node.devices.items()]
+        if node.verbs is not None:
+            uverbs = hcas.write_device_nodes(dirs.base, len(node.verbs.devices))
+            plugin += ["--device-dir", f"{node.verbs.resource}={uverbs}={hcas.DEVICE_DIR}"]
     (dirs.base / "boot.sh").write_text(
         boot_script(node, dirs, containerd=which("containerd") or "containerd", kubelet=kubelet, device_plugin=plugin)
     )

@@ -12,9 +12,10 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from grpo_infra.image.oci import run_in_container
-from grpo_infra.kube import gpudriver, nodeimages
+from grpo_infra.kube import gpudriver, nodeimages, presented
 from grpo_infra.kube.nodes import real_nodes
 from grpo_infra.spec import load_stack
 from tests.conftest import unavailable
@@ -36,10 +37,15 @@ def node_runc(tmp_path: Path) -> str:
     if shutil.which("umoci") is None or shutil.which("runc") is None:
         unavailable("umoci/runc missing: run scripts/install-system-deps.sh")
     [driver] = {n.driver for n in real_nodes(local_k8s()) if n.driver}
-    script = tmp_path / gpudriver.RUNTIME_FILE
+    return wrapped_runc(tmp_path, [gpudriver.driver_hook(gpudriver.write_driver_dir(tmp_path, driver))])
+
+
+def wrapped_runc(tmp_path: Path, hooks: list[dict[str, Any]]) -> str:
+    """runc behind a node's wrapper adding `hooks` (grpo_infra/kube/realnodes.py `prepare_node`)."""
     runc = shutil.which("runc")
     assert runc is not None
-    script.write_text(gpudriver.runtime_script(sys.executable, runc, gpudriver.write_driver_dir(tmp_path, driver)))
+    script = tmp_path / presented.RUNTIME_FILE
+    script.write_text(presented.runtime_script(sys.executable, runc, hooks, tmp_path))
     script.chmod(0o755)
     return str(script)
 
