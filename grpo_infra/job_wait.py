@@ -6,6 +6,12 @@ v1.6.2 `apis/ray/v1/rayjob_types.go` `IsJobDeploymentTerminal`: Complete, Failed
 FAILED alone is not the end: while failures are within `backoffLimit` KubeRay sets the deployment
 `Retrying` and starts a new Ray cluster. Each change of state is shown once; the RayJob and its
 submitter's log are returned, whose probe lines (`job.probe`) become the placement table.
+
+A gang that cannot go on is said in one line instead of waited out (`stuck`): a pod whose init container
+failed (the image guard's FAIL line: it checks facts that will not change on a retry) or whose image
+cannot be pulled, and, where the nodes are all there is (`unschedulable_after`, a rehearsal; a cloud's
+autoscaler may still add the node), a pod the scheduler has not placed for that long. The line names the
+pod, its container, the reason and how long Kueue had held the gang's quota.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from .spec import Environment
@@ -24,6 +31,8 @@ FINAL_DEPLOYMENT = frozenset({"Complete", "Failed"})
 # Past the job's own deadline KubeRay fails the RayJob itself (activeDeadlineSeconds); without one, a day.
 NO_DEADLINE_WAIT_S = 24 * 3600
 GRACE_S = 300
+# A container waiting for these will not start without a change to the pod or the registry.
+IMAGE_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 
 
 class WaitError(Exception):
@@ -65,8 +74,16 @@ def _ended(job: dict[str, Any]) -> bool:
     return job.get("status", {}).get("jobDeploymentStatus") in FINAL_DEPLOYMENT
 
 
-def wait(env: Environment, kubectl: Kubectl, say: Say, timeout: float | None = None, poll: float = 2.0) -> Outcome:
-    """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...)."""
+def wait(
+    env: Environment,
+    kubectl: Kubectl,
+    say: Say,
+    timeout: float | None = None,
+    poll: float = 2.0,
+    unschedulable_after: float | None = None,
+) -> Outcome:
+    """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
+    Raises WaitError with one line when the gang is `stuck`."""
     ns, name = env.job.tenant, env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
@@ -79,8 +96,14 @@ def wait(env: Environment, kubectl: Kubectl, say: Say, timeout: float | None = N
             last = state
         if _ended(job):
             break
+        cluster = job.get("status", {}).get("rayClusterName", "")
+        if cluster and state.startswith(("Initializing", "Running")):
+            pods = _pods(kubectl, ns, cluster)
+            found = stuck(pods, datetime.now(UTC), unschedulable_after)
+            if found is not None:
+                raise WaitError(f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}")
         if job.get("status", {}).get("jobStatus") == "RUNNING":
-            hosts |= _pod_hosts(kubectl, ns, job["status"].get("rayClusterName", ""))
+            hosts |= _pod_hosts(kubectl, ns, cluster)
         if time.monotonic() > limit:
             raise WaitError(f"rayjob {ns}/{name} still {state} after {timeout or wait_budget(env):.0f}s")
         time.sleep(poll)
@@ -89,9 +112,89 @@ def wait(env: Environment, kubectl: Kubectl, say: Say, timeout: float | None = N
     return Outcome(job=job, log=log, hosts=hosts)
 
 
+def _pods(kubectl: Kubectl, ns: str, ray_cluster: str) -> list[dict[str, Any]]:
+    """The Ray cluster's pods (KubeRay labels its pods `ray.io/cluster`)."""
+    pods = json.loads(kubectl("get", "pods", "-n", ns, "-l", f"ray.io/cluster={ray_cluster}", "-o", "json"))
+    return list(pods.get("items", []))
+
+
 def _pod_hosts(kubectl: Kubectl, ns: str, ray_cluster: str) -> dict[str, str]:
-    """The Ray cluster's pods and their nodes (KubeRay labels its pods `ray.io/cluster`)."""
+    """The Ray cluster's pods and their nodes."""
     if not ray_cluster:
         return {}
-    pods = json.loads(kubectl("get", "pods", "-n", ns, "-l", f"ray.io/cluster={ray_cluster}", "-o", "json"))
-    return {p["metadata"]["name"]: p["spec"].get("nodeName", "?") for p in pods.get("items", [])}
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "?") for p in _pods(kubectl, ns, ray_cluster)}
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A pod that cannot go on: which, where, and why (`container` None for a pod not scheduled)."""
+
+    pod: str
+    node: str
+    container: str | None
+    init: bool
+    reason: str
+
+
+def stuck(pods: list[dict[str, Any]], now: datetime, unschedulable_after: float | None) -> Stuck | None:
+    """The first pod that cannot go on without a change, or None: an init container that exited non-zero
+    (it runs the same checks on every restart), a container whose image cannot be pulled, and with
+    `unschedulable_after`, a pod the scheduler has reported Unschedulable for that many seconds."""
+    for pod in pods:
+        meta, status = pod.get("metadata", {}), pod.get("status", {})
+        name, node = meta.get("name", "?"), pod.get("spec", {}).get("nodeName") or "no node"
+        for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+            for container in status.get(key) or []:
+                waiting = container.get("state", {}).get("waiting") or {}
+                if waiting.get("reason") in IMAGE_ERRORS:
+                    reason = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+                    return Stuck(name, node, container["name"], init, reason)
+                ended = container.get("state", {}).get("terminated") or container.get("lastState", {}).get("terminated")
+                if init and ended and ended.get("exitCode", 0) != 0:
+                    restarts = container.get("restartCount", 0)
+                    reason = f"exited {ended['exitCode']} ({ended.get('reason', 'Error')}, {restarts} restart(s))"
+                    return Stuck(name, node, container["name"], init, reason)
+        if unschedulable_after is None:
+            continue
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                since = _age(condition.get("lastTransitionTime"), now)
+                if since is not None and since >= unschedulable_after:
+                    message = condition.get("message", "").strip()
+                    return Stuck(name, node, None, False, f"Unschedulable for {since:.0f}s: {message}")
+    return None
+
+
+def _age(stamp: str | None, now: datetime) -> float | None:
+    if not stamp:
+        return None
+    return (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
+
+
+def _with_log(kubectl: Kubectl, ns: str, found: Stuck) -> str:
+    """The stuck pod in one line, with its container's last log line (the guard's FAIL line) where it wrote one."""
+    if found.container is None:
+        return f"pod {ns}/{found.pod} {found.reason}"
+    kind = "init container" if found.init else "container"
+    where = f"pod {ns}/{found.pod} on {found.node}, {kind} {found.container}: {found.reason}"
+    if found.reason.startswith(tuple(IMAGE_ERRORS)):
+        return where
+    log = kubectl("logs", "-n", ns, found.pod, "-c", found.container, "--tail=20", check=False)
+    lines = [line for line in log.splitlines() if line.strip()]
+    failing = [line for line in lines if "FAIL" in line or "ERROR" in line] or lines
+    return f"{where}: {failing[-1].strip()}" if failing else where
+
+
+def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
+    """'; the gang's quota held Ns' since Kueue admitted the RayJob's workload, when it was."""
+    uid = job.get("metadata", {}).get("uid")
+    workloads = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", check=False) or "{}")
+    for workload in workloads.get("items", []):
+        if not any(ref.get("uid") == uid for ref in workload.get("metadata", {}).get("ownerReferences", [])):
+            continue
+        for condition in workload.get("status", {}).get("conditions", []):
+            if condition.get("type") == "Admitted" and condition.get("status") == "True":
+                held = _age(condition.get("lastTransitionTime"), datetime.now(UTC))
+                if held is not None:
+                    return f"; the gang's GPUs held {held:.0f}s since Kueue admitted it"
+    return "; the gang was not admitted"

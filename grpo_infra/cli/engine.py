@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from .. import engine, job_wait, probe_report
 from ..kube.plan import ROOT as LOCAL_CLUSTER_ROOT
@@ -113,7 +114,7 @@ def _follow(stack: str, env: Environment) -> None:
     try:
         outcome = job_wait.wait(env, _kubectl(stack), lambda line: console.print(line, highlight=False))
     except (job_wait.WaitError, KubeError) as exc:
-        fail(str(exc), code=1)
+        fail(escape(str(exc)), code=1)
     title = f"rayjob {env.job.tenant}/{env.job.name} {outcome.status}"
     if probe_report.events(outcome.log):
         wide_console.print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ..kube.plan import KubeError
 from .common import RootOption, console, fail, load, project_root, wide_console
@@ -31,9 +32,9 @@ def rehearse(
     env = load(stack, root).environment
     try:
         planned = rehearsal(stack, env)
+        by = factors(planned.env, local_allocatable())
     except ValueError as exc:
-        fail(str(exc))
-    by = factors(planned.env, local_allocatable())
+        fail(escape(f"rehearsal of {stack}: {exc}"))
     console.print(f"rehearsal of {stack}: what runs in place of the stack's own", highlight=False)
     for sub in planned.substitutions:
         console.print(f"  {sub.line()}", highlight=False)
@@ -47,7 +48,7 @@ def rehearse(
     try:
         outcome = run(planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep)
     except (KubeError, EngineError, BuildError, OCIError, WaitError) as exc:
-        fail(f"rehearsal of {stack}: {exc}", code=1)
+        fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
     from .. import probe_report
 
     title = f"rehearsal of {stack}: rayjob {planned.env.job.tenant}/{planned.env.job.name} {outcome.status}"

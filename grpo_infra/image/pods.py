@@ -15,6 +15,7 @@ import hashlib
 from typing import Any
 
 from ..spec import Environment
+from ..spec.pools import Pool
 from . import guard_program, image_reference
 from .dockerfile import GUARD_FILE
 from .variant import runtime_guard_args
@@ -41,15 +42,31 @@ def guard_command(env: Environment, gpu_node: bool) -> list[str]:
     return ["python3", f"{GUARD_MOUNT}/{GUARD_FILE}", *runtime_guard_args(env, gpu_node)]
 
 
-def image_guard_container(env: Environment, gpu_node: bool) -> dict[str, Any]:
+def verbs_devices(pool: Pool, count: int) -> dict[str, str]:
+    """The fabric resource the guard must hold on a pool whose HCAs it checks (`--hca`), `count` as the
+    worker's container holds: libibverbs lists an HCA only when its /dev/infiniband/uverbsN exists in the
+    container (rdma-core v44.0 libibverbs/init.c `try_access_device`), and the RDMA device plugin gives
+    those only to a container that requests the pool's resource (k8s-rdma-shared-dev-plugin: Allocate
+    answers per container). Without it the guard lists no HCA on a real node and the workers never start.
+    An init container's request counts as the maximum, not the sum, with the pod's containers
+    (Kubernetes "Resource sharing within containers"), so the pod asks no more than before."""
+    fabric = pool.fabric
+    if fabric.kind not in ("infiniband", "roce") or not fabric.hcas or not fabric.resource or count < 1:
+        return {}
+    return {fabric.resource: str(count)}
+
+
+def image_guard_container(env: Environment, gpu_node: bool, devices: dict[str, str] | None = None) -> dict[str, Any]:
     """The init container: the job's image, the guard's program from the pod volume `VOLUME` (read-only)
     and the stack's declared contents. `gpu_node`: the pod holds GPUs (a worker), so the node's driver and
-    HCAs are checked too; the head's pod (no GPU, a CPU node) checks the image alone."""
+    HCAs are checked too; the head's pod (no GPU, a CPU node) checks the image alone. `devices`: the
+    extended resources the checks need (`verbs_devices`)."""
+    size = {"cpu": CPU, "memory": MEMORY, **(devices or {})}
     return {
         "name": CONTAINER_NAME,
         "image": image_reference(env),
         "imagePullPolicy": "IfNotPresent",
         "command": guard_command(env, gpu_node),
-        "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"cpu": CPU, "memory": MEMORY}},
+        "resources": {"requests": dict(size), "limits": dict(size)},
         "volumeMounts": [{"name": VOLUME, "mountPath": GUARD_MOUNT, "readOnly": True}],
     }

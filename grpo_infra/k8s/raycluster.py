@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import debug
 from ..image import image_reference, ray_version
-from ..image.pods import image_guard_container
+from ..image.pods import image_guard_container, verbs_devices
 from ..nodepools.capacity_blocks import checkpoint_deadline_env
 from ..spec import Environment
 from ..spec.job import NfsExport
@@ -188,7 +188,8 @@ def _worker_group(
     }
     if pool.fabric.kind in _RDMA:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    spec = _pod_spec(env, container, share.memory_mi, gpu_node=True)
+    guard_devices = verbs_devices(pool, share.fabric) if share.fabric_resource else {}
+    spec = _pod_spec(env, container, share.memory_mi, gpu_node=True, guard_devices=guard_devices)
     spec.update(worker_pod_network(env))
     spec["nodeSelector"] = node_selector(pool)
     if pool.taints:
@@ -222,7 +223,13 @@ def pod_metadata(env: Environment) -> dict[str, Any]:
     return metadata
 
 
-def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_node: bool) -> dict[str, Any]:
+def _pod_spec(
+    env: Environment,
+    container: dict[str, Any],
+    memory_mi: int,
+    gpu_node: bool,
+    guard_devices: dict[str, str] | None = None,
+) -> dict[str, Any]:
     return {
         # Ray pods need no Kubernetes API access.
         "automountServiceAccountToken": False,
@@ -230,7 +237,7 @@ def _pod_spec(env: Environment, container: dict[str, Any], memory_mi: int, gpu_n
         # then the node's ephemeral port range against the pod's Ray ports (the workers are the pods on the
         # host network, when the stack asks for it).
         "initContainers": [
-            image_guard_container(env, gpu_node),
+            image_guard_container(env, gpu_node, guard_devices),
             ray_ports_container(env, host_network=gpu_node and host_networking(env)),
         ],
         "containers": [container],

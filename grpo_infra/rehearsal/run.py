@@ -26,6 +26,8 @@ from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
 THROWAWAY = "rehearsal-throwaway-value"
+# The rehearsal's nodes are all it will get (no autoscaler): a pod unplaced this long never will be.
+UNSCHEDULABLE_S = 60
 Say = Callable[[str], None]
 
 
@@ -126,7 +128,7 @@ def run(
             chosen.set_config(key, auto.ConfigValue(value=value, secret=True))
         engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
         kubectl = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
-        outcome = job_wait.wait(env, kubectl, say, timeout=1800)
+        outcome = job_wait.wait(env, kubectl, say, timeout=1800, unschedulable_after=UNSCHEDULABLE_S)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
         return outcome

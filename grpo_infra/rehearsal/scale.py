@@ -5,7 +5,8 @@ its own allocatable (grpo_infra/k8s/allocatable.py: the provider's reservation, 
 memory). The pool's factor is local allocatable / cloud allocatable, per resource; every CPU and memory
 quantity the stack renders for that pool (its pods' requests and limits, its flavor's quota) is
 multiplied by it (init containers, fixed-size programs, are not). A pod that fits the cloud node fits the local one by the same margin, and one that does
-not, does not: nothing is loosened. The head pool (or, without one, the CPU node) has its own factor.
+not, does not: nothing is loosened. The head pool has its own factor; a stack without one says nothing of
+the head's node, so its head is rehearsed unscaled where it fits a local node (local-k8s), refused otherwise.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..k8s.allocatable import head_allocatable, pool_allocatable
 from ..k8s.placement import cpu_quantity, memory_quantity, parse_quantity
-from ..k8s.queues import HEAD_FLAVOR
+from ..k8s.queues import HEAD_FLAVOR, head_cpu_milli, head_memory_mi
 from ..spec import Environment
 
 # The local kubelets' eviction threshold (grpo_infra/kube/nodes.py `kubelet_config`): allocatable memory
@@ -63,6 +64,13 @@ def factors(env: Environment, local: tuple[int, int]) -> dict[str, Factor]:
     head = head_allocatable(env)
     if head is not None:
         out[HEAD] = factor(HEAD, (head.cpu_milli, head.memory_mi))
+    elif head_cpu_milli(env) > local[0] or head_memory_mi(env) > local[1]:
+        raise ValueError(
+            f"kubernetes.headPool: not declared, so the Ray head ({head_cpu_milli(env)}m CPU, {head_memory_mi(env)}Mi) "
+            "may land on any untainted node, of a size the stack does not say, and does not fit a local node "
+            f"({local[0]}m, {local[1]}Mi) unscaled; declare the CPU nodes it runs on (kubernetes.headPool: cpus, "
+            "memoryGib, labels) to rehearse it"
+        )
     return out
 
 

@@ -68,6 +68,27 @@ def test_head_and_every_worker_pod_run_the_guard_first(name: str) -> None:
         assert volume["configMap"]["name"] == guard_config_map_name(env)
 
 
+@pytest.mark.parametrize("name", K8S)
+def test_a_guard_that_checks_hcas_holds_the_fabric_resource_the_worker_holds_and_no_other_guard_holds_any(
+    name: str,
+) -> None:
+    """libibverbs lists no HCA whose /dev/infiniband/uverbsN the container was not given, and the RDMA device
+    plugin gives them only to a container requesting the pool's resource: a guard checking `--hca` without it
+    fails on every real node (`grpo-infra rehearse onprem-k8s` showed it, docs/rehearsal.md)."""
+    env = stack(name)
+    for pod in pods(ray_job(env)):
+        init, main = pod["initContainers"][0], pod["containers"][0]
+        extended = {k: v for k, v in init["resources"]["requests"].items() if k not in ("cpu", "memory")}
+        assert init["resources"]["limits"] == init["resources"]["requests"]
+        if "--hca" in init["command"]:
+            fabric = env.gang.pool.fabric.resource
+            assert fabric is not None
+            assert extended == {fabric: main["resources"]["requests"][fabric]}, name
+        else:
+            assert extended == {}, name
+    assert any("--hca" in p["initContainers"][0]["command"] for p in pods(ray_job(stack("onprem-k8s"))))
+
+
 def _local_command(env: Environment, pod: dict[str, Any], into: Path) -> list[str]:
     """The pod's rendered init container command, its program laid out under `into` as the kubelet lays
     out the ConfigMap its volume names (python3 = this environment's Python)."""

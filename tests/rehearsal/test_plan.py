@@ -164,3 +164,16 @@ def test_no_init_container_asks_more_than_its_pods_containers_so_leaving_it_unsc
                 parse_quantity(c.get("resources", {}).get("requests", {}).get(name, 0)) for c in pod["initContainers"]
             ]
             assert max(asks) <= sum(parse_quantity(c["resources"]["requests"][name]) for c in pod["containers"])
+
+
+def test_a_stack_without_a_head_pool_is_refused_unless_its_head_fits_a_local_node_unscaled() -> None:
+    """No head pool: the head may land on any untainted node, of a size the stack never says, so there is no
+    factor to scale it by. local-k8s's small head fits a local node as it is; a cloud-sized one is refused."""
+    assert HEAD not in factors(planned("local-k8s").env, LOCAL)
+    data = load_stack("onprem-k8s", ROOT).environment.model_dump(by_alias=True, exclude_none=True, mode="json")
+    del data["kubernetes"]["headPool"]
+    env = rehearsal("onprem-k8s", Environment.model_validate(data)).env
+    with pytest.raises(
+        ValueError, match=r"^kubernetes\.headPool: not declared, so the Ray head \(8000m CPU, 32768Mi\)"
+    ):
+        factors(env, LOCAL)
