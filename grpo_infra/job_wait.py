@@ -10,8 +10,9 @@ submitter's log are returned, whose probe lines (`job.probe`) become the placeme
 A gang that cannot go on is said in one line instead of waited out (`stuck`): a pod whose init container
 failed (the image guard's FAIL line: it checks facts that will not change on a retry) or whose image
 cannot be pulled, and, where the nodes are all there is (`unschedulable_after`, a rehearsal; a cloud's
-autoscaler may still add the node), a pod the scheduler has not placed for that long. The line names the
-pod, its container, the reason and how long Kueue had held the gang's quota.
+autoscaler may still add the node, another job may free the quota), a pod the scheduler has not placed,
+or a gang Kueue has not admitted, for that long. The line names the pod, its container, the reason and how
+long Kueue had held the gang's quota (or Kueue's own reason for not admitting it).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def wait(
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
     hosts: dict[str, str] = {}
+    pending_since: float | None = None
     while True:
         job = json.loads(kubectl("get", "rayjob", name, "-n", ns, "-o", "json"))
         state = _state(job)
@@ -96,6 +98,9 @@ def wait(
             last = state
         if _ended(job):
             break
+        pending_since = (pending_since or time.monotonic()) if state in ("New", "Suspended") else None
+        if unschedulable_after is not None and pending_since and time.monotonic() - pending_since > unschedulable_after:
+            raise WaitError(f"rayjob {ns}/{name}: {_not_admitted(kubectl, ns, job, time.monotonic() - pending_since)}")
         cluster = job.get("status", {}).get("rayClusterName", "")
         if cluster and state.startswith(("Initializing", "Running")):
             pods = _pods(kubectl, ns, cluster)
@@ -185,16 +190,27 @@ def _with_log(kubectl: Kubectl, ns: str, found: Stuck) -> str:
     return f"{where}: {failing[-1].strip()}" if failing else where
 
 
-def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
-    """'; the gang's quota held Ns' since Kueue admitted the RayJob's workload, when it was."""
+def _workload_conditions(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The conditions of the Kueue Workload the RayJob owns (Kueue names it; its owner reference is the RayJob)."""
     uid = job.get("metadata", {}).get("uid")
     workloads = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", check=False) or "{}")
     for workload in workloads.get("items", []):
-        if not any(ref.get("uid") == uid for ref in workload.get("metadata", {}).get("ownerReferences", [])):
-            continue
-        for condition in workload.get("status", {}).get("conditions", []):
-            if condition.get("type") == "Admitted" and condition.get("status") == "True":
-                held = _age(condition.get("lastTransitionTime"), datetime.now(UTC))
-                if held is not None:
-                    return f"; the gang's GPUs held {held:.0f}s since Kueue admitted it"
-    return "; the gang was not admitted"
+        if any(ref.get("uid") == uid for ref in workload.get("metadata", {}).get("ownerReferences", [])):
+            return {c.get("type", ""): c for c in workload.get("status", {}).get("conditions", [])}
+    return {}
+
+
+def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
+    """'; the gang's quota held Ns' since Kueue admitted the RayJob's workload, when it was."""
+    admitted = _workload_conditions(kubectl, ns, job).get("Admitted", {})
+    held = _age(admitted.get("lastTransitionTime"), datetime.now(UTC)) if admitted.get("status") == "True" else None
+    return (
+        "; the gang was not admitted" if held is None else f"; the gang's GPUs held {held:.0f}s since Kueue admitted it"
+    )
+
+
+def _not_admitted(kubectl: Kubectl, ns: str, job: dict[str, Any], waited: float) -> str:
+    """Why Kueue has not admitted the gang, in its own words (the Workload's QuotaReserved condition)."""
+    reserved = _workload_conditions(kubectl, ns, job).get("QuotaReserved", {})
+    why = reserved.get("message") or "no Kueue workload for it (is the queue label right?)"
+    return f"not admitted after {waited:.0f}s, and no other job holds the quota here: {why}"

@@ -4,11 +4,13 @@ real CRDs, the gang admitted whole or not at all, the RayCluster made and Ready 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from typing import Any
 
 import pytest
 
+from grpo_infra import job_wait
 from grpo_infra import k8s as render
 from grpo_infra.k8s.queues import cluster_queue_name
 from grpo_infra.kube import cluster
@@ -99,6 +101,15 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
         assert ray_job(kube, env)["spec"]["suspend"] is True
         assert "rayClusterName" not in ray_job(kube, env).get("status", {})
         assert pods(kube, env.job.tenant) == []
+        # A rehearsal (nothing else holds the quota) says so in one line, in Kueue's words, instead of waiting.
+        kubectl = functools.partial(cluster.kubectl, kube)
+        with pytest.raises(job_wait.WaitError) as stuck:
+            job_wait.wait(env, kubectl, lambda _: None, timeout=60, poll=1, unschedulable_after=2)
+        assert re.fullmatch(
+            rf"rayjob {env.job.tenant}/{env.job.name}: not admitted after \d+s, and no other job holds the quota "
+            r"here: couldn't assign flavors to pod set .*insufficient (unused )?quota for nvidia\.com/gpu.*",
+            str(stuck.value),
+        ), stuck.value
         # Raising the quota in the stack and applying it again admits the same gang, whole.
         apply_stack(kube, [o for o in stack_objects(local_k8s()) if o["kind"] == "ClusterQueue"])
         wait_until(lambda: unsuspended(ray_job(kube, env)), 60, "admitted after the raise")
