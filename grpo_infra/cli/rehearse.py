@@ -28,6 +28,7 @@ def rehearse(
     from ..job_wait import WaitError
     from ..rehearsal.plan import rehearsal
     from ..rehearsal.scale import factors, local_allocatable
+    from ..rehearsal.tenant import TenantError
 
     env = load(stack, root).environment
     try:
@@ -47,7 +48,7 @@ def rehearse(
 
     try:
         outcome = run(planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep)
-    except (KubeError, EngineError, BuildError, OCIError, WaitError) as exc:
+    except (KubeError, EngineError, BuildError, OCIError, WaitError, TenantError) as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
     from .. import probe_report
 

@@ -2,13 +2,13 @@
 
 The order is the README's: the stack's CPU image built (`grpo-infra image build`), `grpo-infra kube up`
 with real nodes shaped like the stack's pools and the operators from their charts, `grpo-infra up --wait`
-(here with each pool's CPU and memory scaled, scale.py), `grpo-infra destroy`, `grpo-infra kube down`.
+(here with each pool's CPU and memory scaled, scale.py; the run followed and the docs' steps done as the
+tenant, tenant.py), `grpo-infra destroy`, `grpo-infra kube down`.
 The rehearsal's stack file is written to a directory of its own; the project's are never touched.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 from collections.abc import Callable
@@ -22,6 +22,7 @@ from ..kube import cluster, images
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
+from . import tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -127,8 +128,11 @@ def run(
         for key, value in secret_settings(rehearsal).items():
             chosen.set_config(key, auto.ConfigValue(value=value, secret=True))
         engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
-        kubectl = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
+        # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
+        kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)
+        say(f"as the tenant: {tenant.identity(env.job.tenant)}")
         outcome = job_wait.wait(env, kubectl, say, timeout=1800, unschedulable_after=UNSCHEDULABLE_S)
+        tenant.run_steps(env, kubectl, say)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
         return outcome
