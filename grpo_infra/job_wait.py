@@ -107,8 +107,7 @@ def wait(
             found = stuck(pods, datetime.now(UTC), unschedulable_after)
             if found is not None:
                 raise WaitError(f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}")
-        if job.get("status", {}).get("jobStatus") == "RUNNING":
-            hosts |= _pod_hosts(kubectl, ns, cluster)
+            hosts |= {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
         if time.monotonic() > limit:
             raise WaitError(f"rayjob {ns}/{name} still {state} after {timeout or wait_budget(env):.0f}s")
         time.sleep(poll)
@@ -121,13 +120,6 @@ def _pods(kubectl: Kubectl, ns: str, ray_cluster: str) -> list[dict[str, Any]]:
     """The Ray cluster's pods (KubeRay labels its pods `ray.io/cluster`)."""
     pods = json.loads(kubectl("get", "pods", "-n", ns, "-l", f"ray.io/cluster={ray_cluster}", "-o", "json"))
     return list(pods.get("items", []))
-
-
-def _pod_hosts(kubectl: Kubectl, ns: str, ray_cluster: str) -> dict[str, str]:
-    """The Ray cluster's pods and their nodes."""
-    if not ray_cluster:
-        return {}
-    return {p["metadata"]["name"]: p["spec"].get("nodeName", "?") for p in _pods(kubectl, ns, ray_cluster)}
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,10 @@ def test_ray_head_is_cluster_internal() -> None:
     head = ray_job(env)["spec"]["rayClusterSpec"]["headGroupSpec"]
     assert head["serviceType"] == "ClusterIP"
     assert "enableIngress" not in head
-    assert "nodeSelector" not in head["template"]["spec"] and "tolerations" not in head["template"]["spec"]
+    # On the head pool's CPU nodes, off the tainted GPU nodes: it tolerates nothing.
+    assert env.kubernetes is not None and env.kubernetes.head_pool is not None
+    assert head["template"]["spec"]["nodeSelector"] == env.kubernetes.head_pool.labels
+    assert "tolerations" not in head["template"]["spec"]
     policy = by_kind(rendered, "NetworkPolicy")[0]
     assert policy["metadata"]["namespace"] == env.job.tenant
     assert policy["spec"]["podSelector"]["matchLabels"] == {"grpo-infra/job": env.job.name}
