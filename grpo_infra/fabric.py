@@ -25,7 +25,7 @@ def nccl_env(pool: Pool, interface: str | None = None) -> list[tuple[str, str]]:
         # "AWS Libfabric"; later releases call themselves "Libfabric" and still answer to the old name
         # (aws/aws-ofi-nccl#530).
         env.append(("NCCL_NET", "AWS Libfabric"))
-    elif fabric.kind in ("infiniband", "roce"):
+    elif fabric.verbs:
         env += [("NCCL_IB_DISABLE", "0"), ("NCCL_IB_HCA", "=" + ",".join(fabric.hcas))]
         if fabric.kind == "roce":
             # RoCEv2 over IPv4 is GID index 3 on ConnectX NICs with the default GID table.

@@ -174,22 +174,26 @@ def _with_log(kubectl: Kubectl, ns: str, found: Stuck) -> str:
         return f"pod {ns}/{found.pod} {found.reason}"
     kind = "init container" if found.init else "container"
     where = f"pod {ns}/{found.pod} on {found.node}, {kind} {found.container}: {found.reason}"
-    if found.reason.startswith(tuple(IMAGE_ERRORS)):
-        return where
     log = kubectl("logs", "-n", ns, found.pod, "-c", found.container, "--tail=20", check=False)
     lines = [line for line in log.splitlines() if line.strip()]
     failing = [line for line in lines if "FAIL" in line or "ERROR" in line] or lines
     return f"{where}: {failing[-1].strip()}" if failing else where
 
 
-def _workload_conditions(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The conditions of the Kueue Workload the RayJob owns (Kueue names it; its owner reference is the RayJob)."""
+def job_workload(kubectl: Kubectl, ns: str, job: dict[str, Any], check: bool = False) -> dict[str, Any] | None:
+    """The Kueue Workload the RayJob owns (Kueue names it; its owner reference is the RayJob), or None.
+    `check`: a refused read raises (the tenant's steps) instead of reading as no Workload."""
     uid = job.get("metadata", {}).get("uid")
-    workloads = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", check=False) or "{}")
+    workloads = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", check=check) or "{}")
     for workload in workloads.get("items", []):
         if any(ref.get("uid") == uid for ref in workload.get("metadata", {}).get("ownerReferences", [])):
-            return {c.get("type", ""): c for c in workload.get("status", {}).get("conditions", [])}
-    return {}
+            return dict(workload)
+    return None
+
+
+def _workload_conditions(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    workload = job_workload(kubectl, ns, job) or {}
+    return {c.get("type", ""): c for c in workload.get("status", {}).get("conditions", [])}
 
 
 def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:

@@ -225,7 +225,7 @@ def _rdma(env: Environment) -> list[Violation]:
     # back to TCP sockets (NVIDIA/nccl src/misc/ibvsymbols.cc). A build installs them for such a pool; a
     # prebuilt image must say it has them, and no image may say it lacks them there.
     pool, contents = env.gang.pool, env.image.contents
-    if pool.fabric.kind not in ("infiniband", "roce"):
+    if not pool.fabric.verbs:
         return []
     built_with_it = env.image.build is not None and contents.rdma is not False
     if built_with_it or contents.rdma:

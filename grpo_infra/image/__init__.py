@@ -75,8 +75,7 @@ def guard_args(
     """The guard's arguments: every declared fact of the image, the node's facts it depends on, and the
     gate's tools when the job runs them there."""
     args = image_fact_args(env.image.contents)
-    fabric = env.gang.pool.fabric
-    if fabric.kind in ("infiniband", "roce"):
+    if env.gang.pool.fabric.verbs:
         args.append("--rdma")
     args += node_fact_args(env, gpu_node)
     if all_reduce_perf is not None:
@@ -116,8 +115,8 @@ def node_fact_args(env: Environment, gpu_node: bool) -> list[str]:
 
     args: list[str] = []
     fabric = env.gang.pool.fabric
-    if fabric.kind in ("infiniband", "roce"):
-        for hca in fabric.hcas or []:
+    if fabric.verbs:
+        for hca in fabric.hcas:
             args += ["--hca", hca]
     needed = min_driver(env.image.contents.cuda)
     if needed is not None:

@@ -71,9 +71,7 @@ PROJECT_CONTEXT = "project"
 def rdma_userspace(env: Environment) -> bool:
     """Whether the build installs the RDMA verbs userspace: the gang's pool talks InfiniBand or RoCE, or
     the stack asks for it (`rdma: true`)."""
-    return env.image.contents.rdma is True or (
-        env.image.contents.rdma is None and env.gang.pool.fabric.kind in ("infiniband", "roce")
-    )
+    return env.image.contents.rdma is True or (env.image.contents.rdma is None and env.gang.pool.fabric.verbs)
 
 
 def _from(image: Image) -> str:

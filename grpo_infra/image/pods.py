@@ -51,7 +51,7 @@ def verbs_devices(pool: Pool, count: int) -> dict[str, str]:
     An init container's request counts as the maximum, not the sum, with the pod's containers
     (Kubernetes "Resource sharing within containers"), so the pod asks no more than before."""
     fabric = pool.fabric
-    if fabric.kind not in ("infiniband", "roce") or not fabric.hcas or not fabric.resource or count < 1:
+    if not fabric.verbs or not fabric.resource or count < 1:
         return {}
     return {fabric.resource: str(count)}
 

@@ -188,8 +188,7 @@ def _worker_group(
     }
     if pool.fabric.kind in _RDMA:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    guard_devices = verbs_devices(pool, share.fabric) if share.fabric_resource else {}
-    spec = _pod_spec(env, container, share.memory_mi, gpu_node=True, guard_devices=guard_devices)
+    spec = _pod_spec(env, container, share.memory_mi, gpu_node=True, guard_devices=verbs_devices(pool, share.fabric))
     spec.update(worker_pod_network(env))
     spec["nodeSelector"] = node_selector(pool)
     if pool.taints:

@@ -108,7 +108,7 @@ def real_nodes(env: Environment, subnet: ipaddress.IPv4Network | None = None, cp
         if pool.fabric.resource and pool.fabric.devices_per_node:
             devices[pool.fabric.resource] = pool.fabric.devices_per_node
         verbs = None
-        if pool.fabric.kind in ("infiniband", "roce") and pool.fabric.resource:
+        if pool.fabric.verbs and pool.fabric.resource:
             verbs = Verbs(pool.fabric.kind, pool.fabric.resource, tuple(pool.fabric.hcas))
         for host in pool_hosts(pool):
             specs.append((host, {**node_selector(pool), **topology}, tuple(node_taints(pool)), devices, verbs))

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import job_wait
 from ..k8s.access import TENANT_ACCOUNT
 from ..k8s.labels import ray_token_secret_name
 from ..kube import cluster
@@ -66,20 +67,20 @@ def steps(env: Environment, workload: str) -> list[Step]:
     return out
 
 
-def job_workload(kubectl: Kubectl, env: Environment) -> str:
-    """The Kueue Workload of the job's RayJob (Kueue names it; the owner reference is the RayJob)."""
+def workload_name(kubectl: Kubectl, env: Environment) -> str:
+    """The name of the Kueue Workload of the job's RayJob, read as the tenant."""
     ns = env.job.tenant
-    uid = json.loads(kubectl("-n", ns, "get", "rayjob", env.job.name, "-o", "json"))["metadata"]["uid"]
-    for item in json.loads(kubectl("-n", ns, "get", "workloads", "-o", "json"))["items"]:
-        if any(ref.get("uid") == uid for ref in item["metadata"].get("ownerReferences", [])):
-            return str(item["metadata"]["name"])
-    raise TenantError(f"as {identity(ns)}: no Kueue Workload of rayjob {ns}/{env.job.name}")
+    job = json.loads(kubectl("-n", ns, "get", "rayjob", env.job.name, "-o", "json"))
+    workload = job_wait.job_workload(kubectl, ns, job, check=True)
+    if workload is None:
+        raise TenantError(f"as {identity(ns)}: no Kueue Workload of rayjob {ns}/{env.job.name}")
+    return str(workload["metadata"]["name"])
 
 
 def run_steps(env: Environment, kubectl: Kubectl, say: Say) -> None:
     """Each step as the tenant; the first that goes against the Role's promise raises TenantError."""
     ns = env.job.tenant
-    for step in steps(env, job_workload(kubectl, env)):
+    for step in steps(env, workload_name(kubectl, env)):
         try:
             kubectl(*step.args)
             refused = ""

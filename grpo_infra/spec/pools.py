@@ -71,9 +71,15 @@ class Fabric(SpecModel):
     )
     devices_per_node: int = Field(default=0, ge=0, le=64, description="Fabric devices per node (EFA interfaces, HCAs).")
 
+    @property
+    def verbs(self) -> bool:
+        """InfiniBand or RoCE: NCCL's IB transport over libibverbs and the HCAs in `hcas` (EFA goes through
+        libfabric instead)."""
+        return self.kind in ("infiniband", "roce")
+
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
-        if self.kind in ("infiniband", "roce") and not self.hcas:
+        if self.verbs and not self.hcas:
             raise ValueError(f"a {self.kind} fabric needs `hcas` (the RDMA devices NCCL should use, e.g. mlx5_0)")
         if self.kind == "efa" and self.devices_per_node < 1:
             raise ValueError("an efa fabric needs `devicesPerNode` ≥ 1 (EFA interfaces of the instance type)")
