@@ -18,6 +18,12 @@ from .spec import Environment
 PROBE_MODULE = "grpo_infra.probe"
 
 
+def probe_roles(env: Environment) -> list[str]:
+    """A disaggregated job's roles as the probe takes them (`--role=NAME=NODESxGPUS@POOL`, trainer first);
+    none for a colocated job."""
+    return [f"--role={r.role}={r.nodes}x{r.gpus_per_node}@{r.pool.name}" for r in env.role_gangs()]
+
+
 def probe_command(env: Environment) -> list[str]:
     """The probe against the job's Ray cluster: every node of the gang with its GPUs (of each role, with its
     pool, for a disaggregated job), the head apart (a KubeRay head is a CPU pod outside the gang), the steps
@@ -25,9 +31,8 @@ def probe_command(env: Environment) -> list[str]:
     probe = env.job.probe
     assert probe is not None
     gang = env.gang
-    roles = env.role_gangs()
     # A disaggregated job: every role's nodes, GPUs and pool, placed as verl places them.
-    shape = [f"--role={r.role}={r.nodes}x{r.gpus_per_node}@{r.pool.name}" for r in roles] or [
+    shape = probe_roles(env) or [
         "--nodes",
         str(gang.nodes),
         "--gpus-per-node",

@@ -1,8 +1,10 @@
 """Rules of a disaggregated job (`job.layout`): every role can be admitted, and verl places each on its pool.
 
-Kueue admits the job's worker groups as pod sets of one Workload, all together or none (Kueue v0.19.2
-pkg/controller/jobs/raycluster/common.go BuildPodSets; grpo_infra/validate/rules.py judges the flavors): a
-role whose pool the tenant's quota does not cover keeps the trainer's nodes idle too, forever.
+On Slurm the roles are the components of one heterogeneous job, all started at once or none (Slurm 22.05
+heterogeneous_jobs.html, "all heterogeneous job components are either all scheduled at the same time or
+deferred"). On Kubernetes Kueue admits the job's worker groups as pod sets of one Workload, all together or
+none (Kueue v0.19.2 pkg/controller/jobs/raycluster/common.go BuildPodSets; grpo_infra/validate/rules.py judges
+the flavors). Either way a role the tenant's quota does not cover keeps the trainer's nodes idle too, forever.
 
 Ray then places verl's roles on the nodes Kueue admitted. verl 0.9.1 pins no role to a pool: its resource
 pools ask for `{"CPU": n, "GPU": 1}` bundles, one placement group of `n_gpus_per_node` bundles per node,
@@ -36,14 +38,6 @@ def layout_violations(env: Environment) -> list[Violation]:
 
 def _target(env: Environment) -> list[Violation]:
     out = []
-    if env.target != "kubernetes":
-        out.append(
-            Violation(
-                "layout-target",
-                f"{LAYOUT}.kind",
-                "a disaggregated job renders on Kubernetes only; the sbatch script starts one pool's gang",
-            )
-        )
     if env.launchers is not None:
         out.append(
             Violation(
@@ -60,6 +54,8 @@ def _role_quota(env: Environment) -> list[Violation]:
     split the ClusterQueue gets: grpo_infra/k8s/queues.py)."""
     tenant = env.tenant(env.job.tenant)
     index = next(i for i, t in enumerate(env.tenants) if t.name == tenant.name)
+    if env.target == "slurm":
+        return _role_quota_slurm(env, index)
     split = gpu_split(env, tenant)
     needed: dict[str, int] = {}
     out = []
@@ -79,6 +75,29 @@ def _role_quota(env: Environment) -> list[Violation]:
                 )
             )
     return out
+
+
+def _role_quota_slurm(env: Environment, index: int) -> list[Violation]:
+    """On Slurm the quota is one number, the QOS's `GrpTRES=gres/gpu` (grpo_infra/slurmgen/accounting.py), and
+    each component of the heterogeneous job counts against it as a job of its own (heterogeneous_jobs.html,
+    "Each component of a heterogeneous job counts as a "job" with respect to resource limits"): the roles'
+    GPUs all together must fit, or every component pends (QOSGrpGRES). The role that crosses it is named."""
+    tenant = env.tenants[index]
+    held = 0
+    for role in env.role_gangs():
+        held += role.world_size
+        if held > tenant.gpu_quota:
+            return [
+                Violation(
+                    "layout-role-quota",
+                    f"{ENV}.tenants[{index}].gpuQuota",
+                    f"role {role.role} needs {role.world_size} GPUs of pool {role.pool.name}, which brings the job "
+                    f"to {held} GPUs; tenant {tenant.name}'s quota is {tenant.gpu_quota} (its QOS's GrpTRES): "
+                    "Slurm starts no component of the heterogeneous job until all fit",
+                    f"{held - tenant.gpu_quota} GPUs of pool {role.pool.name}",
+                )
+            ]
+    return []
 
 
 def _placement(env: Environment) -> list[Violation]:

@@ -162,9 +162,17 @@ def _head_group(env: Environment, gate_in_head: bool) -> dict[str, Any]:
 
 
 def ray_resources_param(resources: dict[str, int]) -> str:
-    """`rayStartParams.resources`: the JSON map with its quotes escaped and the whole quoted, the form KubeRay
-    passes through to `ray start --resources` (ray docs, cluster/kubernetes/user-guides/config.md, "resources")."""
-    return '"' + json.dumps(resources, sort_keys=True).replace('"', '\\"') + '"'
+    """`rayStartParams.resources`: the JSON map in single quotes, the form KubeRay v1.6.2 writes itself
+    (ray-operator/controllers/ray/common/pod.go:1062, `fmt.Sprintf("'%s'", ...)`) and `ray start --resources` gets
+    through the pod's shell.
+
+    Not the escaped form of KubeRay's samples (`'"{\\"Custom1\\": 1}"'`, ray-job.resources.yaml): v1.6.2's
+    `getResourcesMap` (pod.go:1085-1098) trims the quotes but cannot parse the escapes, and
+    `addWellKnownAcceleratorResources` then returns before it sets `num-gpus` from the container's
+    `nvidia.com/gpu` limit (pod.go:1006-1008 only logs "failed to add accelerator resources"): the worker's
+    Ray would count its GPUs by itself, and on the local nodes count none.
+    """
+    return "'" + json.dumps(resources, sort_keys=True) + "'"
 
 
 def _worker_group(

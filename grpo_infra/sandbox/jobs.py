@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +27,17 @@ FINAL_STATES = frozenset(
 )
 
 
-def probe_command(checkpoint_dir: Path | str, *, steps: int = 3, step_seconds: float = 0.0) -> str:
-    """The probe as a job entrypoint, run by this interpreter (the one with Ray and grpo_infra)."""
+def probe_command(
+    checkpoint_dir: Path | str, *, steps: int = 3, step_seconds: float = 0.0, roles: Sequence[str] = ()
+) -> str:
+    """The probe as a job entrypoint, run by this interpreter (the one with Ray and grpo_infra); `roles` are a
+    disaggregated job's `--role=...` arguments (grpo_infra/training.py `probe_roles`)."""
     return shlex.join(
         [
             sys.executable,
             "-m",
             "grpo_infra.probe",
+            *roles,
             "--checkpoint-dir",
             str(checkpoint_dir),
             "--steps",

@@ -122,9 +122,11 @@ def gres_conf(env: Environment) -> str:
     assert slurm is not None
     lines: list[GresLine] = []
     if slurm.gres.files is not None:
-        # The spec guarantees the pattern names exactly gpu.perNode devices on every pool.
+        # The spec guarantees the pattern names exactly the widest pool's GPUs; each pool's nodes have the first
+        # gpu.perNode of them (device files are numbered from 0 on every node).
+        devices = hostlist.expand_hostlist(slurm.gres.files)
         for pool in env.pools:
-            lines.append(GresLine(compact(pool.host_names), pool.gpu.gres_type, slurm.gres.files))
+            lines.append(GresLine(compact(pool.host_names), pool.gpu.gres_type, compact(devices[: pool.gpu.per_node])))
     return render_template(
         "gres.conf.j2", cluster=slurm.cluster_name, autodetect=slurm.gres.autodetect, gres_name=GRES_NAME, lines=lines
     )

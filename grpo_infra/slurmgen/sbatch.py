@@ -31,6 +31,7 @@ from ..preflight.gate import MODULE as GATE_MODULE
 from ..preflight.gate import GateSettings, gate_settings
 from ..preflight.ray_allreduce import WARMUP_ITERATIONS
 from ..spec import Environment
+from ..spec.layout import pool_resource
 from ..spec.slurm import Container
 from ..watchdog import watchdog_env
 from .conf import gres_request
@@ -192,12 +193,59 @@ def image_where(container: Container, image: str | None) -> str:
     return f"the image {image} ({runtime})"
 
 
+@dataclass(frozen=True)
+class Component:
+    """One component of the job's allocation (its `#SBATCH` lines): the whole gang of a colocated job, or one
+    role's nodes of a disaggregated one, which is a heterogeneous job of a component per role."""
+
+    role: str
+    pool: str
+    nodes: int
+    gres: str
+    gpus_per_node: int
+    cpus_per_task: int
+    constraint: str | None
+    """The pool's node feature (grpo_infra/slurmgen/conf.py `pool_features`), when the partition spans several pools."""
+    ray_resource: str
+    """The Ray resource the component's nodes advertise, one unit per GPU (a disaggregated job's only)."""
+
+
+def components(env: Environment) -> list[Component]:
+    """The allocation's components: one for a colocated job, one per role (trainer first) for a disaggregated one.
+
+    A heterogeneous job is Slurm's own way to hold nodes of different shapes at once: each component has its
+    own node count, GRES and constraint, and all components start together or none (Slurm 22.05
+    heterogeneous_jobs.html, "all heterogeneous job components are either all scheduled at the same time or
+    deferred"). One job over several partitions (`-p a,b`) runs in one of them only, and one GRES request
+    applies to every node of a plain job, so neither can hold an 8-GPU trainer node and a 4-GPU rollout node.
+    """
+    several_pools = len([p for p in env.pools if p.host_names]) > 1
+    roles = env.role_gangs()
+    if not roles:
+        pool = env.gang.pool
+        shape = [("gang", pool, env.gang.nodes)]
+    else:
+        shape = [(r.role, r.pool, r.nodes) for r in roles]
+    return [
+        Component(
+            role=role,
+            pool=pool.name,
+            nodes=nodes,
+            gres=gres_request(pool),
+            gpus_per_node=pool.gpu.per_node,
+            cpus_per_task=pool.cpus,
+            constraint=pool.name if several_pools else None,
+            ray_resource=pool_resource(pool.name),
+        )
+        for role, pool, nodes in shape
+    ]
+
+
 def sbatch(env: Environment) -> str:
     """The sbatch script of the stack's GRPO job."""
     slurm, job, gang = env.slurm, env.job, env.gang
     assert slurm is not None
     tenant = env.tenant(job.tenant)
-    partition_pools = [p for p in env.pools if p.host_names]
     return render_template(
         "grpo.sbatch.j2",
         job_name=job.name,
@@ -206,13 +254,11 @@ def sbatch(env: Environment) -> str:
         account=tenant.name,
         qos=tenant.queue,
         nodes=gang.nodes,
-        gres=gres_request(gang.pool),
         gpus_per_node=gang.gpus_per_node,
         cpus_per_task=gang.pool.cpus,
+        components=components(env),
         exclusive=slurm.oversubscribe == "exclusive",
         oversubscribe=slurm.oversubscribe == "yes",
-        # Only a partition spanning several pools needs the pool's feature to land on the right nodes.
-        constraint=gang.pool.name if len(partition_pools) > 1 else None,
         time_limit=slurm.time_limit,
         signal_secs=SIGNAL_BEFORE_LIMIT_S,
         interface=shlex.quote(slurm.interface),

@@ -81,8 +81,9 @@ _RULES = (
         "error",
         "any",
         "both",
-        "a disaggregated job runs on Kubernetes, without launchers: Slurm and the launchers render one pool's gang",
-        unwaivable="the target or launcher would start a gang without the rollout's nodes",
+        "a disaggregated job runs without launchers: they start one pool's gang (on Slurm it is one heterogeneous "
+        "job, a component per role)",
+        unwaivable="the launcher would start a gang without the rollout's nodes",
     ),
     Rule(
         "verl-train-vs-mini",

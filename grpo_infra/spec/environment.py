@@ -92,19 +92,20 @@ class Environment(SpecModel):
 
     @model_validator(mode="after")
     def _gres_files_match_gpus(self) -> Environment:
-        """gres.conf's device files must name exactly each pool's GPUs, or slurmd drains the node."""
+        """gres.conf's device files must name exactly the widest pool's GPUs (a narrower pool's nodes take the
+        first `gpu.perNode` of them: grpo_infra/slurmgen/conf.py), or slurmd drains the node."""
         if self.slurm is None or self.slurm.gres.files is None:
             return self
         try:
             found = len(hostlist.expand_hostlist(self.slurm.gres.files))
         except hostlist.BadHostlist as exc:
             raise ValueError(f"slurm.gres.files is not a device pattern such as /dev/nvidia[0-7] ({exc})") from None
-        for pool in self.pools:
-            if found != pool.gpu.per_node:
-                raise ValueError(
-                    f"slurm.gres.files {self.slurm.gres.files} names {found} devices, "
-                    f"but pool {pool.name} has gpu.perNode {pool.gpu.per_node}"
-                )
+        widest = max(self.pools, key=lambda p: p.gpu.per_node)
+        if found != widest.gpu.per_node:
+            raise ValueError(
+                f"slurm.gres.files {self.slurm.gres.files} names {found} devices, "
+                f"but pool {widest.name} has gpu.perNode {widest.gpu.per_node}"
+            )
         return self
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from grpo_infra import probe, training, verl
+from grpo_infra import probe, synth, training, verl
 from grpo_infra.check import violations
 from grpo_infra.image.verl_releases import (
     FULLY_ASYNC_CONFIG_IN_WHEEL,
@@ -27,6 +27,7 @@ from grpo_infra.spec import Environment, SpecError, environment_from_config, loa
 from grpo_infra.spec.layout import POOL_RESOURCE_PREFIX
 from grpo_infra.validate.rules import admission_errors
 from tests.conftest import ROOT
+from tests.slurm.variants import disaggregated_variant
 from tests.verl.test_overrides import _fully_async, _verl_config_dir
 
 STACK = "gke-disagg"
@@ -158,9 +159,23 @@ def test_one_worker_group_per_role_each_on_its_pool_advertising_the_pools_ray_re
         for g in groups
     }
     assert shape == {
-        "trainer": (2, {"grpo-infra/pool": "a3-h100"}, "8", '"{\\"grpo_pool:a3-h100\\": 8}"'),
-        "rollout": (2, {"grpo-infra/pool": "g2-l4"}, "4", '"{\\"grpo_pool:g2-l4\\": 4}"'),
+        "trainer": (2, {"grpo-infra/pool": "a3-h100"}, "8", """'{"grpo_pool:a3-h100": 8}'"""),
+        "rollout": (2, {"grpo-infra/pool": "g2-l4"}, "4", """'{"grpo_pool:g2-l4": 4}'"""),
     }
+
+
+def test_kuberay_reads_the_pool_resource_and_so_still_sets_the_gpu_count() -> None:
+    """KubeRay v1.6.2 sets a worker's `num-gpus` from its `nvidia.com/gpu` limit only when it can read
+    `rayStartParams.resources` as it reads them (pod.go:1085-1098: trim quotes, then JSON); otherwise it logs an
+    error and the worker's Ray counts GPUs itself (none on a node without NVML). The rehearsal of gke-disagg
+    shows the real operator doing either."""
+    for group in _ray_job(_env())["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+        value = group["rayStartParams"]["resources"]
+        assert json.loads(value.strip("'\"` ")) == {
+            f"grpo_pool:{group['template']['spec']['nodeSelector']['grpo-infra/pool']}": int(
+                group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            )
+        }
 
 
 def test_each_worker_group_tolerates_and_is_sized_for_its_own_pool() -> None:
@@ -326,7 +341,7 @@ def test_the_probe_stands_in_for_verl_with_every_roles_nodes_gpus_and_pool() -> 
 def test_the_probe_reads_the_pool_resource_the_workers_advertise() -> None:
     assert probe.POOL_RESOURCE_PREFIX == POOL_RESOURCE_PREFIX
     resources = json.loads(
-        json.loads(_ray_job(_env())["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["rayStartParams"]["resources"])
+        _ray_job(_env())["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["rayStartParams"]["resources"].strip("'")
     )
     assert probe.node_pool({"CPU": 4.0, "GPU": 4.0, **resources}) == "g2-l4"
     assert probe.node_pool({"CPU": 4.0}) is None
@@ -349,21 +364,35 @@ def test_a_malformed_probe_role_is_refused(bad: str) -> None:
         probe.parse(["--checkpoint-dir", "/tmp/x", "--role", bad])
 
 
-def test_a_slurm_stack_refuses_a_disaggregated_job_naming_the_layout() -> None:
-    """Until the sbatch script holds every role (docs/slurm.md, "Disaggregated GRPO: not yet"), it would
-    start the trainer's gang alone: `check` refuses it, unwaivably."""
-    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-slurm.yaml").read_text())["config"]
-    job = config["grpo-infra:environment"]["job"]
-    del job["pool"], job["nodes"]
-    job["layout"] = {
-        "kind": "disaggregated",
-        "trainer": {"pool": "h100-ib", "nodes": 4},
-        "rollout": {"pool": "h100-ib", "nodes": 4},
-    }
-    env = environment_from_config(config, {"grpo-infra:wandbApiKey"}, "onprem-slurm")
-    found = [v for v in violations(env) if v.rule == "layout-target"]
-    assert [v.where for v in found] == ["grpo-infra:environment.job.layout.kind"]
-    assert "Kubernetes only" in found[0].message
+def test_a_slurm_stack_renders_every_role_as_a_component_of_one_heterogeneous_job(tmp_path: Path) -> None:
+    """Slurm holds the roles' nodes as one heterogeneous job (docs/slurm.md, "Disaggregated GRPO"): a component
+    per role, trainer first (the batch host is then a trainer node, the Ray head), each with its pool's nodes,
+    GRES and feature; the job-wide options once, on the first."""
+    env = disaggregated_variant(tmp_path)
+    assert [v for v in violations(env) if v.rule.startswith("layout-")] == []
+    script = synth.render(env)["slurm/grpo.sbatch"]
+    directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+    split = directives.index("hetjob")
+    trainer, rollout = directives[:split], directives[split + 1 :]
+    assert directives.count("hetjob") == 1
+    assert {"--nodes=1", "--gres=gpu:sim:8", "--constraint=sim", "--requeue", "--output=%x-%j.out"} <= set(trainer)
+    assert {"--nodes=2", "--gres=gpu:simr:4", "--constraint=sim-rollout", "--partition=grpo"} <= set(rollout)
+    assert not [d for d in rollout if d.startswith(("--output", "--time", "--signal", "--job-name"))]
+    # Each node's Ray advertises its role's pool.
+    assert "role_resources=(grpo_pool:sim grpo_pool:sim-rollout)" in script
+
+
+def test_on_slurm_the_roles_together_must_fit_the_tenants_one_quota(tmp_path: Path) -> None:
+    """A QOS's GrpTRES counts every component of a heterogeneous job (heterogeneous_jobs.html): 8 + 8 GPUs
+    under a quota of 12 pend forever; `check` names the role that crosses it, its pool and the shortfall."""
+    env = disaggregated_variant(tmp_path)
+    data = env.model_dump(by_alias=True, exclude_none=True)
+    data["tenants"][0]["gpuQuota"] = 12
+    found = [v for v in violations(Environment.model_validate(data)) if v.rule == "layout-role-quota"]
+    assert [(v.where, v.by) for v in found] == [
+        ("grpo-infra:environment.tenants[0].gpuQuota", "4 GPUs of pool sim-rollout")
+    ]
+    assert found[0].message.startswith("role rollout needs 8 GPUs of pool sim-rollout, which brings the job to 16 GPUs")
 
 
 def test_a_rehearsal_shrinks_every_role_with_its_pool_and_the_quota_with_the_job() -> None:

@@ -147,6 +147,8 @@ ray_start_args() {
     --disable-usage-stats --log-style=record --log-color=false
   )
   [[ -z $cpus ]] || ray_args+=(--num-cpus="$cpus")
+  # Custom resources as a JSON object, e.g. a disaggregated job's pool of this node ({"grpo_pool:POOL": GPUS}).
+  [[ -z ${GRPO_RAY_RESOURCES:-} ]] || ray_args+=(--resources="$GRPO_RAY_RESOURCES")
   if [[ $role == head ]]; then
     ray_args+=(--head --port="$GRPO_RAY_GCS_PORT" --ray-client-server-port="$GRPO_RAY_CLIENT_PORT"
       --dashboard-port="$GRPO_RAY_DASHBOARD_PORT")
