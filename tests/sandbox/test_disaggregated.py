@@ -5,7 +5,7 @@ The stack is local-slurm with two pools in its partition: `sim` (node1, 8 placeh
 `sim-rollout` (node2, node3, 4 GPUs each) for the rollout. With one rollout node drained the rollout is a node
 short: the job pends whole and the trainer's node stays idle (no component starts alone). Resumed, the job
 starts, each node's Ray advertises its pool, and the probe, placing the roles as verl 0.9.1 does, reports each
-rank's role and node.
+rank's role and node. A crash after the first checkpoint requeues the whole job, and its next run resumes.
 """
 
 from __future__ import annotations
@@ -91,7 +91,10 @@ def test_the_roles_start_together_or_not_at_all_and_each_rank_runs_on_its_roles_
     checkpoints.mkdir(parents=True)
     script = tmp_path / "grpo.sbatch"
     script.write_text(synth.render(env)["slurm/grpo.sbatch"], encoding="utf-8")
-    entry = jobs.probe_command(checkpoints, steps=2, roles=training.probe_roles(env))
+    roles = training.probe_roles(env)
+    # The first run trains step 1 and crashes; the sbatch requeues the whole job, whose second run resumes at step 1.
+    first, second = (jobs.probe_command(checkpoints, steps=n, roles=roles) for n in (1, 2))
+    entry = f'if [ "$GRPO_RESTART_COUNT" = 0 ]; then {first} && exit 3; else {second}; fi'
 
     scontrol("update", "nodename=node3", "state=drain", "reason=rollout one node short")
     try:
@@ -108,6 +111,9 @@ def test_the_roles_start_together_or_not_at_all_and_each_rank_runs_on_its_roles_
     assert jobs.wait_for_state(job, timeout=240) == "COMPLETED", jobs.output(job)
     output = jobs.output(job)
     assert f"job {job} outcome: success" in output
+    # The crash requeued every component: the second run held all three nodes again and resumed.
+    assert "requeueing after a crash (status 3, restart 0)" in output
+    assert f"job {job}, restart 1: 3 nodes (node[1-3]), 16 GPUs" in output
     assert "3 nodes (node[1-3]), 16 GPUs: trainer node1 x 8 GPUs, rollout node[2-3] x 4 GPUs" in output
     events = jobs.probe_events(output)
     pools = {n["ip"]: n["pool"] for n in next(e for e in events if e["event"] == "nodes")["nodes"]}
@@ -117,3 +123,7 @@ def test_the_roles_start_together_or_not_at_all_and_each_rank_runs_on_its_roles_
     assert where == {("trainer", "node1", TRAINER), ("rollout", "node2", ROLLOUT), ("rollout", "node3", ROLLOUT)}
     assert [r["role"] for r in ranks].count("trainer") == 8 and len(ranks) == 16
     assert [e["step"] for e in events if e["event"] == "checkpoint"] == [1, 2]
+    assert [(e["event"], e["from_step"]) for e in events if e["event"] in ("start", "resume")] == [
+        ("start", 0),
+        ("resume", 1),
+    ]
