@@ -61,9 +61,11 @@ _RULES = (
         "error",
         "any",
         "both",
-        "each role of a disaggregated job fits the tenant's GPU quota on the role's pool (Kueue admits every "
-        "role's pod set together or none, so one short role keeps the whole job waiting)",
-        source="Kueue v0.19.2 `pkg/controller/jobs/raycluster/common.go` BuildPodSets (one Workload)",
+        "each role of a disaggregated job fits the tenant's GPU quota: on Kubernetes on the role's pool (Kueue "
+        "admits every role's pod set together or none), on Slurm with every other role (the QOS counts each "
+        "component of the heterogeneous job); one short role keeps the whole job waiting",
+        source="Kueue v0.19.2 `pkg/controller/jobs/raycluster/common.go` BuildPodSets (one Workload); Slurm 22.05 "
+        "heterogeneous_jobs.html (each component counts against limits)",
     ),
     Rule(
         "layout-placement",

@@ -92,7 +92,11 @@ class Gres(SpecModel):
     autodetect: Literal["nvml"] | None = None
     """`nvml`: slurmd finds the GPUs itself."""
     files: Annotated[str, StringConstraints(pattern=r"^/\S+$", max_length=MAX_PATH), AfterValidator(visible)] | None = (
-        Field(default=None, description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7].")
+        Field(
+            default=None,
+            description="Device files as a hostlist-style pattern, e.g. /dev/nvidia[0-7]: the widest pool's GPUs; "
+            "a pool with fewer per node gets the first `gpu.perNode` of them.",
+        )
     )
 
     @model_validator(mode="after")

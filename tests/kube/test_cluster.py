@@ -14,7 +14,7 @@ from grpo_infra import job_wait
 from grpo_infra import k8s as render
 from grpo_infra.k8s.queues import cluster_queue_name
 from grpo_infra.kube import cluster
-from grpo_infra.kube.plan import Paths
+from grpo_infra.kube.plan import Paths, pool_nodes
 
 from .conftest import get, local_k8s, stack_objects, unsuspended, wait_until, with_changes
 
@@ -115,6 +115,66 @@ def test_a_gang_one_node_over_quota_creates_no_pod_until_the_quota_is_raised(kub
         wait_until(lambda: unsuspended(ray_job(kube, env)), 60, "admitted after the raise")
     finally:
         delete_stack(kube, objects)
+
+
+def disaggregated(gpu_quota: int) -> Any:
+    """local-k8s as a disaggregated job: the trainer on 2 of the 8-GPU nodes (pool sim-gpu, local-gpu-[1-2]), the
+    rollout on a pool of two 4-GPU nodes of its own (sim-rollout), the tenant's quota filled pool by pool."""
+
+    def change(data: dict[str, Any]) -> None:
+        trainer = data["pools"][0]
+        trainer["hosts"] = "local-gpu-[1-2]"
+        rollout = copy.deepcopy(trainer)
+        rollout.update(name="sim-rollout", hosts="local-rollout-[1-2]", labels={"grpo-infra/pool": "sim-rollout"})
+        rollout["gpu"]["perNode"] = 4
+        data["pools"].append(rollout)
+        job = data["job"]
+        del job["pool"], job["nodes"]
+        job["layout"] = {
+            "kind": "disaggregated",
+            "trainer": {"pool": "sim-gpu", "nodes": 2},
+            "rollout": {"pool": "sim-rollout", "nodes": 2},
+        }
+        data["tenants"] = [{**data["tenants"][0], "gpuQuota": gpu_quota}]  # the pools hold 24 GPUs now
+
+    return with_changes(local_k8s(), change)
+
+
+def test_a_disaggregated_gang_with_its_rollout_a_node_short_starts_no_pod_of_either_role(kube: Paths) -> None:
+    """Kueue admits every role's pod set of the one Workload together or none: with the tenant's quota one
+    rollout node short (16 trainer GPUs + 4 of the 8 rollout GPUs), not even the trainer's pods are made;
+    with the quota whole, both roles' workers start, each on its own pool's nodes."""
+    whole, short = disaggregated(24), disaggregated(20)
+    rollout_nodes = pool_nodes(whole.pool("sim-rollout"))
+    apply_stack(kube, rollout_nodes)
+    objects = stack_objects(short)
+    apply_stack(kube, objects)
+    try:
+        conditions = {c["type"]: c for c in wait_until(lambda: workload_conditions(kube, short), 30, "conditions")}
+        assert conditions["QuotaReserved"]["status"] == "False"
+        assert "rollout" in conditions["QuotaReserved"]["message"], conditions["QuotaReserved"]
+        assert ray_job(kube, short)["spec"]["suspend"] is True
+        assert pods(kube, short.job.tenant) == []
+        apply_stack(kube, [o for o in stack_objects(whole) if o["kind"] == "ClusterQueue"])
+        wait_until(lambda: unsuspended(ray_job(kube, whole)), 60, "admitted once the quota covers the rollout")
+
+        def workers() -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {}
+            for p in pods(kube, whole.job.tenant):
+                labels = p["metadata"]["labels"]
+                if labels.get("ray.io/node-type") == "worker" and p["status"].get("phase") == "Running":
+                    found.setdefault(labels["ray.io/group"], []).append(p["spec"]["nodeName"])
+            return found
+
+        placed = wait_until(lambda: (w := workers()) and sum(map(len, w.values())) == 4 and w, 90, "4 workers")
+        assert {group: sorted(nodes) for group, nodes in placed.items()} == {
+            "trainer": ["local-gpu-1", "local-gpu-2"],
+            "rollout": ["local-rollout-1", "local-rollout-2"],
+        }
+    finally:
+        delete_stack(kube, objects)
+        for node in rollout_nodes:
+            cluster.kubectl(kube, "delete", "node", node["metadata"]["name"], "--ignore-not-found")
 
 
 def workload_conditions(paths: Paths, env) -> list[dict[str, Any]]:

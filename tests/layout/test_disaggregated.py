@@ -364,11 +364,11 @@ def test_a_malformed_probe_role_is_refused(bad: str) -> None:
         probe.parse(["--checkpoint-dir", "/tmp/x", "--role", bad])
 
 
-def test_a_slurm_stack_renders_every_role_as_a_component_of_one_heterogeneous_job(tmp_path: Path) -> None:
+def test_a_slurm_stack_renders_every_role_as_a_component_of_one_heterogeneous_job() -> None:
     """Slurm holds the roles' nodes as one heterogeneous job (docs/slurm.md, "Disaggregated GRPO"): a component
     per role, trainer first (the batch host is then a trainer node, the Ray head), each with its pool's nodes,
     GRES and feature; the job-wide options once, on the first."""
-    env = disaggregated_variant(tmp_path)
+    env = disaggregated_variant()
     assert [v for v in violations(env) if v.rule.startswith("layout-")] == []
     script = synth.render(env)["slurm/grpo.sbatch"]
     directives = [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
@@ -382,10 +382,10 @@ def test_a_slurm_stack_renders_every_role_as_a_component_of_one_heterogeneous_jo
     assert "role_resources=(grpo_pool:sim grpo_pool:sim-rollout)" in script
 
 
-def test_on_slurm_the_roles_together_must_fit_the_tenants_one_quota(tmp_path: Path) -> None:
+def test_on_slurm_the_roles_together_must_fit_the_tenants_one_quota() -> None:
     """A QOS's GrpTRES counts every component of a heterogeneous job (heterogeneous_jobs.html): 8 + 8 GPUs
     under a quota of 12 pend forever; `check` names the role that crosses it, its pool and the shortfall."""
-    env = disaggregated_variant(tmp_path)
+    env = disaggregated_variant()
     data = env.model_dump(by_alias=True, exclude_none=True)
     data["tenants"][0]["gpuQuota"] = 12
     found = [v for v in violations(Environment.model_validate(data)) if v.rule == "layout-role-quota"]

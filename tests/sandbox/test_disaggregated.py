@@ -32,8 +32,8 @@ PENDING_SECONDS = 15
 
 
 @pytest.fixture(scope="module")
-def disaggregated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Environment, Plan]]:
-    env = disaggregated_variant(tmp_path_factory.mktemp("stack"))
+def disaggregated() -> Iterator[tuple[Environment, Plan]]:
+    env = disaggregated_variant()
     for plan in bring_up(env, nodes=3, stack=STACK_DISAGGREGATED):
         yield env, plan
 

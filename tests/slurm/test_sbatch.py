@@ -13,7 +13,7 @@ import pytest
 from grpo_infra import verl
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
-from tests.slurm.variants import SLURM_STACKS, stack, variant
+from tests.slurm.variants import SLURM_STACKS, disaggregated_variant, stack, variant
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
 
@@ -46,6 +46,7 @@ VARIANTS: dict[str, Environment] = {
     "onprem-none": variant("onprem-slurm", _runtime("none")),
     "local-shared": variant("local-slurm", lambda d: d["slurm"].update(oversubscribe="yes")),
     "onprem-apptainer": variant("onprem-slurm", _runtime("apptainer", "/images/verl.sif", ["/lustre:/lustre"])),
+    "local-disaggregated": disaggregated_variant(),
     "local-no-gate-no-auth": variant(
         "local-slurm",
         lambda d: (d["slurm"].update(rayAuth="disabled"), d["job"]["preflight"]["nccl"].update(enabled=False)),

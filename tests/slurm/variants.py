@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -29,8 +28,9 @@ def variant(name: str, edit: Callable[[dict[str, Any]], None]) -> Environment:
     return Environment.model_validate(data)
 
 
-def disaggregated_variant(tmp: Path) -> Environment:
-    """local-slurm with the trainer on node1 (8 GPUs) and the rollout on node[2-3] (4 GPUs each), as a stack file."""
+def disaggregated_variant() -> Environment:
+    """local-slurm with the trainer on node1 (8 GPUs) and the rollout on node[2-3] (4 GPUs each), edited as a user
+    would edit the stack file."""
     document = yaml.safe_load((ROOT / "stacks" / "Pulumi.local-slurm.yaml").read_text(encoding="utf-8"))
     environment = document["config"]["grpo-infra:environment"]
     trainer = environment["pools"][0]
@@ -50,7 +50,4 @@ def disaggregated_variant(tmp: Path) -> Environment:
     job["checkpoint"]["dir"] = "/run/grpo-sandbox/shared/disaggregated-checkpoints"
     environment["tenants"][0]["gpuQuota"] = 16
     del environment["launchers"]  # the launchers start one pool's gang (check rule layout-target)
-    path = tmp / "stacks" / f"Pulumi.{STACK_DISAGGREGATED}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return load_stack(STACK_DISAGGREGATED, tmp).environment
+    return Environment.model_validate(environment)
