@@ -34,11 +34,13 @@ def placement_table(title: str, text: str, node_column: str = "node", hosts: dic
     address and GPUs as Ray saw them, and the GPU IDs the task was given; with `hosts` (pod → Kubernetes
     node), the node each pod ran on."""
     seen = by_event(text)
+    nodes = {n["ray_node_id"]: n for n in seen.get("nodes", {}).get("nodes", [])}
+    if "ranks" in seen.get("placement", {}):
+        return _role_table(title, seen["placement"]["ranks"], nodes, node_column, hosts)
     table = Table(title=title)
     columns = [node_column, *(["Kubernetes node"] if hosts is not None else [])]
     for column in (*columns, "address", "GPUs in Ray", "bundle (STRICT_SPREAD)", "task saw GPUs", "Ray node id"):
         table.add_column(column)
-    nodes = {n["ray_node_id"]: n for n in seen.get("nodes", {}).get("nodes", [])}
     for bundle in seen.get("placement", {}).get("bundles", []):
         node = nodes.get(bundle["ray_node_id"], {})
         table.add_row(
@@ -49,5 +51,36 @@ def placement_table(title: str, text: str, node_column: str = "node", hosts: dic
             str(bundle["bundle"]),
             ",".join(sorted(map(str, bundle["gpu_ids"]), key=int)),
             bundle["ray_node_id"][:12],
+        )
+    return table
+
+
+def _role_table(
+    title: str,
+    ranks: list[dict[str, Any]],
+    nodes: dict[str, dict[str, Any]],
+    node_column: str,
+    hosts: dict[str, str] | None,
+) -> Table:
+    """A disaggregated job's placement: one row per role and node, the ranks it ran there and the pool the
+    node advertises, which the probe has already checked against the role's (probe.py `misplaced`)."""
+    table = Table(title=title)
+    columns = ["role", "pool", node_column, *(["Kubernetes node"] if hosts is not None else [])]
+    for column in (*columns, "address", "GPUs in Ray", "ranks", "task saw GPUs"):
+        table.add_column(column)
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rank in ranks:
+        rows.setdefault((rank["role"], rank["node"]), []).append(rank)
+    for (role, node_name), held in rows.items():
+        node = nodes.get(held[0]["ray_node_id"], {})
+        table.add_row(
+            role,
+            str(held[0].get("pool")),
+            node_name,
+            *([hosts.get(node_name, "?")] if hosts is not None else []),
+            node.get("ip", "?"),
+            str(node.get("gpus", "?")),
+            ",".join(str(r["rank"]) for r in held),
+            ",".join(sorted((str(g) for r in held for g in r["gpu_ids"]), key=int)),
         )
     return table
