@@ -11,13 +11,16 @@ A gang that cannot go on is said in one line instead of waited out (`stuck`): a 
 failed (the image guard's FAIL line: it checks facts that will not change on a retry) or whose image
 cannot be pulled, and, where the nodes are all there is (`unschedulable_after`, a rehearsal; a cloud's
 autoscaler may still add the node, another job may free the quota), a pod the scheduler has not placed,
-or a gang Kueue has not admitted, for that long. The line names the pod, its container, the reason and how
-long Kueue had held the gang's quota (or Kueue's own reason for not admitting it).
+or a gang Kueue has not admitted, for that long, and (`first_failure`) an attempt that failed, since the
+probe on a rehearsal's unchanging nodes fails the same way on every retry. The line names the pod, its
+container, the reason and how long Kueue had held the gang's quota (or Kueue's own reason for not
+admitting it), or the failed driver's last error line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,9 +85,11 @@ def wait(
     timeout: float | None = None,
     poll: float = 2.0,
     unschedulable_after: float | None = None,
+    first_failure: bool = False,
 ) -> Outcome:
     """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
-    Raises WaitError with one line when the gang is `stuck`."""
+    Raises WaitError with one line when the gang is `stuck`, and with `first_failure` (a rehearsal: the probe
+    fails the same way on every retry) at the first failed attempt, with the driver's last error line."""
     ns, name = env.job.tenant, env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
@@ -98,6 +103,8 @@ def wait(
             last = state
         if _ended(job):
             break
+        if first_failure and _attempt_failed(job):
+            raise WaitError(f"rayjob {ns}/{name}: {_failed_attempt(kubectl, ns, job)}")
         pending_since = (pending_since or time.monotonic()) if state in ("New", "Suspended") else None
         if unschedulable_after is not None and pending_since and time.monotonic() - pending_since > unschedulable_after:
             raise WaitError(f"rayjob {ns}/{name}: {_not_admitted(kubectl, ns, job, time.monotonic() - pending_since)}")
@@ -114,6 +121,24 @@ def wait(
     # The submitter's Job (KubeRay's K8sJobMode names it after the RayJob) holds `ray job submit`'s output.
     log = kubectl("logs", "-n", ns, f"job/{name}", "--tail=-1", check=False)
     return Outcome(job=job, log=log, hosts=hosts)
+
+
+def _attempt_failed(job: dict[str, Any]) -> bool:
+    """An attempt ended FAILED (KubeRay v1.6.2 counts it in `status.failed` before it retries)."""
+    status = job.get("status", {})
+    return status.get("jobStatus") == "FAILED" or int(status.get("failed") or 0) > 0
+
+
+# The line of a driver's output that says why it failed: a Python exception, or a guard's refusal or FAIL line.
+_ERROR_LINE = re.compile(r"^([\w.]+(Error|Exception|Exit)\b.*|refused: .*|.*\bFAIL\b.*)$")
+
+
+def _failed_attempt(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
+    """One line: the attempt failed, and the driver's last error line (or KubeRay's message when its log is gone)."""
+    log = kubectl("logs", "-n", ns, f"job/{job['metadata']['name']}", "--tail=200", check=False)
+    errors = [line.strip() for line in log.splitlines() if _ERROR_LINE.match(line.strip())]
+    why = errors[-1] if errors else str(job.get("status", {}).get("message") or "no log, no message")
+    return f"attempt {int(job.get('status', {}).get('failed') or 1)} failed (a rehearsal does not retry): {why}"
 
 
 def _pods(kubectl: Kubectl, ns: str, ray_cluster: str) -> list[dict[str, Any]]:

@@ -131,7 +131,9 @@ def run(
         # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
         kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)
         say(f"as the tenant: {tenant.identity(env.job.tenant)}")
-        outcome = job_wait.wait(env, kubectl, say, timeout=1800, unschedulable_after=UNSCHEDULABLE_S)
+        outcome = job_wait.wait(
+            env, kubectl, say, timeout=1800, unschedulable_after=UNSCHEDULABLE_S, first_failure=True
+        )
         tenant.run_steps(env, kubectl, say)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))

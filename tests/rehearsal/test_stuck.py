@@ -4,9 +4,15 @@ docs/rehearsal.md shows the line on a real cluster)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from grpo_infra import job_wait
 from grpo_infra.job_wait import stuck
+from grpo_infra.spec import load_stack
+from tests.conftest import ROOT
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 
@@ -50,3 +56,43 @@ def test_an_unschedulable_pod_is_stuck_only_where_the_nodes_are_all_there_is_and
     found = stuck([pending], NOW, 60)
     assert found is not None and found.container is None
     assert found.reason == f"Unschedulable for 90s: {message}"
+
+
+# What a failed attempt leaves: the RayJob after KubeRay v1.6.2 counted it, and the submitter's log (`ray job
+# submit` following the driver), as the rehearsal of gke-disagg saw them before its fix.
+FAILED_JOB = {
+    "metadata": {"name": "grpo-qwen25-3b-disagg"},
+    "status": {"jobDeploymentStatus": "Running", "jobStatus": "FAILED", "failed": 1},
+}
+SUBMITTER_LOG = """\
+PROBE {"event": "nodes", "count": 4}
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.11/site-packages/grpo_infra/probe.py", line 226, in by_role
+    ray.get(group.ready(), timeout=60)
+ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.
+2026-12-05 18:21:20,199	ERR cli.py:75 -- Job 'grpo-qwen25-3b-disagg-n4jgd' failed
+"""
+
+
+def test_a_rehearsal_stops_at_the_first_failed_attempt_with_the_drivers_error_line() -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def kubectl(*args: str, check: bool = True) -> str:
+        asked.append(args)
+        return json.dumps(FAILED_JOB) if args[:2] == ("get", "rayjob") else SUBMITTER_LOG
+
+    env = load_stack("gke-disagg", ROOT).environment
+    with pytest.raises(job_wait.WaitError) as failed:
+        job_wait.wait(env, kubectl, lambda _: None, timeout=5, poll=0, first_failure=True)
+    assert str(failed.value) == (
+        "rayjob dev/grpo-qwen25-3b-disagg: attempt 1 failed (a rehearsal does not retry): "
+        "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."
+    )
+    assert ("logs", "-n", "dev", "job/grpo-qwen25-3b-disagg", "--tail=200") in asked
+
+
+def test_up_wait_lets_kuberay_retry_a_failed_attempt() -> None:
+    """Outside a rehearsal a failed attempt is KubeRay's to retry (backoffLimit): the wait goes on."""
+    env = load_stack("gke-disagg", ROOT).environment
+    with pytest.raises(job_wait.WaitError, match="still Running / FAILED after 0s"):
+        job_wait.wait(env, lambda *a, check=True: json.dumps(FAILED_JOB), lambda _: None, timeout=0.001, poll=0)

@@ -19,7 +19,9 @@ from grpo_infra.sandbox.plan import (
     sandbox_fragment,
     strip_hosts_block,
 )
+from grpo_infra.slurmgen.conf import gres_conf
 from grpo_infra.spec import Environment, load_stack
+from tests.slurm.variants import STACK_DISAGGREGATED, disaggregated_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +116,19 @@ def test_a_stack_that_cannot_be_cut_to_the_size_is_refused_in_one_line() -> None
     # Its fabric tree names hosts a 2-node sandbox does not have.
     with pytest.raises(SandboxError, match=r"cannot run on a sandbox of 2 nodes \(gpu\[001-002\]\): .*gpu003"):
         make_plan("onprem-slurm", onprem, 2)
+
+
+def test_a_disaggregated_stack_runs_on_its_roles_own_hosts_each_pool_with_its_own_devices() -> None:
+    """Both pools as declared (8-GPU trainer node, 4-GPU rollout nodes): the sandbox neither drops the rollout's
+    pool nor reshapes it, and each pool's gres.conf line names its own GPUs' device files."""
+    env = disaggregated_variant()
+    plan = make_plan(STACK_DISAGGREGATED, env, 3)
+    assert plan.env is env
+    assert [n.name for n in plan.nodes] == ["node1", "node2", "node3"]
+    gres = [line for line in gres_conf(env).splitlines() if line.startswith("NodeName=")]
+    assert gres == [
+        "NodeName=node1 Name=gpu Type=sim File=/run/grpo-sandbox/dev/nvidia[0-7]",
+        "NodeName=node[2-3] Name=gpu Type=simr File=/run/grpo-sandbox/dev/nvidia[0-3]",
+    ]
+    with pytest.raises(SandboxError, match=r"runs on its roles' own hosts: --nodes 3 \(node\[1-3\]\), not 2$"):
+        make_plan(STACK_DISAGGREGATED, env, 2)
