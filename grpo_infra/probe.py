@@ -66,6 +66,21 @@ def node_pool(resources: dict[str, float]) -> str | None:
     return pools[0] if len(pools) == 1 else None
 
 
+def unfit(nodes: list[dict[str, Any]], roles: list[Role]) -> str:
+    """Why Ray's nodes cannot hold the roles, or "": each role needs its nodes, on its pool, each with the
+    role's GPUs as Ray counts them (a worker whose Ray counted no GPU has none for verl either)."""
+    for role in roles:
+        found = [n for n in nodes if n["pool"] == role.pool]
+        fit = [n for n in found if n["gpus"] >= role.gpus_per_node]
+        if len(fit) < role.nodes:
+            seen = ", ".join(f"{n['ip']} {n['gpus']}" for n in found) or "none"
+            return (
+                f"role {role.name} needs {role.nodes} node(s) of pool {role.pool} with {role.gpus_per_node} GPUs in "
+                f"Ray; Ray's nodes of that pool (address, GPUs): {seen}"
+            )
+    return ""
+
+
 def misplaced(ranks: list[dict[str, Any]], roles: list[Role]) -> list[str]:
     """One line per rank that runs on a node of another pool than its role's."""
     pool_of = {r.name: r.pool for r in roles}
@@ -223,7 +238,13 @@ def by_role(args: argparse.Namespace, nodes: list[dict[str, Any]]) -> int:
     for role in roles:
         for _ in range(role.nodes):
             group = placement_group([{"GPU": 1}] * role.gpus_per_node, strategy="STRICT_PACK")
-            ray.get(group.ready(), timeout=60)
+            try:
+                ray.get(group.ready(), timeout=60)
+            except ray.exceptions.GetTimeoutError:
+                # verl would wait for this group for ever (its `ray.get(pg.ready())` has no timeout): say why.
+                why = unfit(nodes, roles) or f"role {role.name}'s {role.gpus_per_node}-GPU group not placed in 60 s"
+                print(f"probe: FAIL {why}", file=sys.stderr)
+                return 1
             slots += [(role, group, i) for i in range(role.gpus_per_node)]
     pool_of_node = {n["ray_node_id"]: n["pool"] for n in nodes}
     remote = ray.remote(num_cpus=0, num_gpus=1, max_retries=0)(where)

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from ..kube.plan import KubeError
+from ..rehearsal.plan import Rehearsal
 from .common import RootOption, console, fail, load, project_root, wide_console
 
 
@@ -33,12 +34,16 @@ def rehearse(
     env = load(stack, root).environment
     try:
         planned = rehearsal(stack, env)
-        by = factors(planned.env, local_allocatable())
+        by = factors(planned.env, local_allocatable()) if env.target == "kubernetes" else {}
     except ValueError as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"))
     console.print(f"rehearsal of {stack}: what runs in place of the stack's own", highlight=False)
     for sub in planned.substitutions:
         console.print(f"  {sub.line()}", highlight=False)
+    if env.target == "slurm":
+        if not plan:
+            _rehearse_slurm(planned, keep)
+        return
     console.print("scale (every CPU and memory quantity of a pool's pods and quota):", highlight=False)
     for factor in by.values():
         console.print(f"  {factor.line()}", highlight=False)
@@ -58,4 +63,24 @@ def rehearse(
     if not outcome.succeeded:
         tail = "\n".join(outcome.log.rstrip().splitlines()[-20:])
         fail(f"{title}\n{tail}", code=1)
+    console.print(title, highlight=False)
+
+
+def _rehearse_slurm(planned: Rehearsal, keep: bool) -> None:
+    """The Slurm stack's job on the local sandbox (grpo_infra/rehearsal/slurm_run.py), its placement, its outcome."""
+    from .. import probe_report
+    from ..rehearsal.slurm_run import run
+    from ..sandbox.plan import SandboxError
+
+    stack = planned.stack
+    try:
+        outcome = run(planned, lambda line: console.print(line, highlight=False), keep=keep)
+    except SandboxError as exc:
+        fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
+    title = f"rehearsal of {stack}: job {outcome.job_id} {outcome.state}"
+    if probe_report.events(outcome.log):
+        wide_console.print(probe_report.placement_table(title, outcome.log, "Slurm node"))
+    if not outcome.succeeded:
+        tail = "\n".join(outcome.log.rstrip().splitlines()[-20:])
+        fail(escape(f"{title}\n{tail}"), code=1)
     console.print(title, highlight=False)

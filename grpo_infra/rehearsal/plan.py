@@ -53,9 +53,13 @@ class Rehearsal:
 
 
 def rehearsal(stack: str, env: Environment) -> Rehearsal:
-    """The stack shrunk and substituted as the module docstring says; refused for a non-Kubernetes stack."""
-    if env.target != "kubernetes" or env.kubernetes is None:
-        raise ValueError(f"stack {stack} targets {env.target}: a rehearsal runs Kubernetes stacks")
+    """The stack shrunk and substituted as the module docstring says (a Slurm stack: slurm_plan.py)."""
+    if env.target == "slurm":
+        from .slurm_plan import slurm_rehearsal
+
+        return slurm_rehearsal(stack, env)
+    if env.kubernetes is None:
+        raise ValueError(f"stack {stack} targets {env.target}: a rehearsal runs Kubernetes and Slurm stacks")
     data = env.model_dump(by_alias=True, exclude_none=True, mode="json")
     subs: list[Substitution] = []
     subs += _shrink(env, data)
@@ -88,7 +92,7 @@ def _shrink(env: Environment, data: dict[str, Any]) -> list[Substitution]:
         data["job"]["nodes"] = gang_after
         subs.append(Substitution("job.nodes (the gang)", str(env.job.nodes), str(gang_after)))
     subs += _shrink_roles(env, data)
-    quotas = _quotas(env, _job_gpus(env, data, gang_after))
+    quotas = shrunk_quotas(env, _job_gpus(env, data, gang_after))
     for tenant, raw in zip(env.tenants, data["tenants"], strict=True):
         quota = quotas[tenant.name]
         if quota != tenant.gpu_quota:
@@ -124,12 +128,14 @@ def _job_gpus(env: Environment, data: dict[str, Any], gang_after: int) -> tuple[
     return env.job_gpus, after
 
 
-def _quotas(env: Environment, job_gpus: tuple[int, int]) -> dict[str, int]:
-    """Each tenant's GPU quota on the shrunk pools: the job's tenant keeps the share of the job it had
-    (never less than the shrunk job's GPUs, which it must admit), the others scale with the pools' GPUs,
-    and together they fit the shrunk pools, as the spec demands of any stack."""
+def shrunk_quotas(env: Environment, job_gpus: tuple[int, int], after: int | None = None) -> dict[str, int]:
+    """Each tenant's GPU quota on the shrunk pools (`after` GPUs; by default every pool at MAX_GPU_NODES): the
+    job's tenant keeps the share of the job it had (never less than the shrunk job's GPUs, which it must
+    admit), the others scale with the pools' GPUs, and together they fit the shrunk pools, as the spec
+    demands of any stack."""
     before = sum(p.node_count * p.gpu.per_node for p in env.pools)
-    after = sum(min(p.node_count, MAX_GPU_NODES) * p.gpu.per_node for p in env.pools)
+    if after is None:
+        after = sum(min(p.node_count, MAX_GPU_NODES) * p.gpu.per_node for p in env.pools)
     job_before, job_after = job_gpus
     own = env.job.tenant
     quotas = {own: min(after, max(job_after, math.ceil(env.tenant(own).gpu_quota * job_after / job_before)))}

@@ -8,6 +8,7 @@ About 45 s on two cores; no root, no Kubernetes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,3 +63,19 @@ def test_a_rank_off_its_roles_pool_fails_the_probe_naming_it(
     rc, out = _run(address, ["trainer=2x2@small", "rollout=2x1@big"], tmp_path, capsys)
     assert rc == 1
     assert "probe: rank 0 of role trainer ran on node" in out.err and "of pool big, not small" in out.err
+
+
+def test_a_role_whose_nodes_lack_its_gpus_in_ray_fails_naming_the_role_and_what_ray_counted(
+    address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a worker that joined Ray without its GPUs looks like to verl: a placement group that never fits.
+    The probe says which role, which pool, and the GPUs Ray counted there (the rehearsal of gke-disagg
+    before KubeRay set the workers' GPU count: every worker at 0)."""
+    rc, out = _run(address, ["trainer=2x2@big", "rollout=2x2@small"], tmp_path, capsys)
+    assert rc == 1
+    assert re.search(
+        r"^probe: FAIL role rollout needs 2 node\(s\) of pool small with 2 GPUs in Ray; Ray's nodes of that pool "
+        r"\(address, GPUs\): [\d.]+ 1, [\d.]+ 1$",
+        out.err,
+        re.MULTILINE,
+    ), out.err
