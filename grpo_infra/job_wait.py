@@ -136,8 +136,10 @@ _ERROR_LINE = re.compile(r"^([\w.]+(Error|Exception|Exit)\b.*|refused: .*|.*\bFA
 def _failed_attempt(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
     """One line: the attempt failed, and the driver's last error line (or KubeRay's message when its log is gone)."""
     log = kubectl("logs", "-n", ns, f"job/{job['metadata']['name']}", "--tail=200", check=False)
-    errors = [line.strip() for line in log.splitlines() if _ERROR_LINE.match(line.strip())]
-    why = errors[-1] if errors else str(job.get("status", {}).get("message") or "no log, no message")
+    # KubeRay's message holds the driver's last logs too ("last available logs"), for when the submitter is gone.
+    message = str(job.get("status", {}).get("message") or "")
+    errors = [line.strip() for line in [*message.splitlines(), *log.splitlines()] if _ERROR_LINE.match(line.strip())]
+    why = errors[-1] if errors else (message.splitlines() or ["no log, no message"])[0]
     return f"attempt {int(job.get('status', {}).get('failed') or 1)} failed (a rehearsal does not retry): {why}"
 
 

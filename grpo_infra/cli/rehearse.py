@@ -29,11 +29,12 @@ def rehearse(
     from ..job_wait import WaitError
     from ..rehearsal.plan import rehearsal
     from ..rehearsal.scale import factors, local_allocatable
+    from ..rehearsal.slurm_plan import slurm_rehearsal
     from ..rehearsal.tenant import TenantError
 
     env = load(stack, root).environment
     try:
-        planned = rehearsal(stack, env)
+        planned = slurm_rehearsal(stack, env) if env.target == "slurm" else rehearsal(stack, env)
         by = factors(planned.env, local_allocatable()) if env.target == "kubernetes" else {}
     except ValueError as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"))

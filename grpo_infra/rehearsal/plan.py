@@ -53,13 +53,9 @@ class Rehearsal:
 
 
 def rehearsal(stack: str, env: Environment) -> Rehearsal:
-    """The stack shrunk and substituted as the module docstring says (a Slurm stack: slurm_plan.py)."""
-    if env.target == "slurm":
-        from .slurm_plan import slurm_rehearsal
-
-        return slurm_rehearsal(stack, env)
+    """The Kubernetes stack shrunk and substituted as the module docstring says (a Slurm stack's: slurm_plan.py)."""
     if env.kubernetes is None:
-        raise ValueError(f"stack {stack} targets {env.target}: a rehearsal runs Kubernetes and Slurm stacks")
+        raise ValueError(f"stack {stack} targets {env.target}: this rehearsal runs Kubernetes stacks")
     data = env.model_dump(by_alias=True, exclude_none=True, mode="json")
     subs: list[Substitution] = []
     subs += _shrink(env, data)

@@ -4,7 +4,7 @@ job asks of Slurm: its partition, account and QOS, its GRES per node, its port b
 from __future__ import annotations
 
 from grpo_infra import synth
-from grpo_infra.rehearsal.plan import rehearsal
+from grpo_infra.rehearsal.slurm_plan import slurm_rehearsal as rehearsal
 from grpo_infra.spec import load_stack
 from tests.conftest import ROOT
 

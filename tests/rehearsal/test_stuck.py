@@ -96,3 +96,28 @@ def test_up_wait_lets_kuberay_retry_a_failed_attempt() -> None:
     env = load_stack("gke-disagg", ROOT).environment
     with pytest.raises(job_wait.WaitError, match="still Running / FAILED after 0s"):
         job_wait.wait(env, lambda *a, check=True: json.dumps(FAILED_JOB), lambda _: None, timeout=0.001, poll=0)
+
+
+def test_when_the_submitters_log_is_gone_the_line_comes_from_kuberays_message() -> None:
+    """KubeRay v1.6.2 keeps the driver's last logs in the RayJob's message; the rehearsal of gke-disagg read
+    its FAIL line there when the submitter's pod had already gone (docs/rehearsal.md)."""
+    job = {
+        **FAILED_JOB,
+        "status": {
+            **FAILED_JOB["status"],
+            "message": "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 "
+            "chars):\nPROBE {}\nprobe: FAIL role trainer needs 2 node(s) of pool a3-h100 with 8 GPUs in Ray; Ray's "
+            "nodes of that pool (address, GPUs): 10.244.1.2 0, 10.244.2.2 0\n",
+        },
+    }
+    env = load_stack("gke-disagg", ROOT).environment
+
+    def kubectl(*args: str, check: bool = True) -> str:
+        return json.dumps(job) if args[:2] == ("get", "rayjob") else ""
+
+    with pytest.raises(
+        job_wait.WaitError,
+        match=r"attempt 1 failed \(a rehearsal does not retry\): probe: FAIL role "
+        r"trainer needs 2 node\(s\) of pool a3-h100 with 8 GPUs in Ray; .*: 10\.244\.1\.2 0, 10\.244\.2\.2 0$",
+    ):
+        job_wait.wait(env, kubectl, lambda _: None, timeout=5, poll=0, first_failure=True)
