@@ -99,13 +99,23 @@ def identity_fields(env: Environment) -> dict[str, Any]:
     return fields
 
 
+def last_step(env: Environment) -> int | None:
+    """The experiment's last training step when the stack fixes it: the probe's `steps`, or verl's
+    `trainer.total_training_steps` override; None when verl derives it from the data (epochs × batches)."""
+    if env.job.probe is not None:
+        return env.job.probe.steps
+    value = env.job.overrides.get("trainer.total_training_steps")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def experiment_identity(env: Environment) -> dict[str, Any]:
     """The identity the resume rule records beside the checkpoints and compares at every start
     (grpo_infra/lifecycle/resume.py): a digest of `identity_fields`, the fields themselves (so a refusal can
-    name what differs) and the job's name (said in the refusal)."""
+    name what differs), the job's name (said in the refusal) and the last step, when the stack fixes it (a
+    run resuming there has nothing left to train; not in the digest: more steps continue the experiment)."""
     fields = identity_fields(env)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:DIGEST_CHARS]
-    return {"digest": digest, "job": env.job.name, "fields": fields}
+    return {"digest": digest, "job": env.job.name, "fields": fields, "last_step": last_step(env)}
 
 
 def identity_json(env: Environment) -> str:

@@ -22,8 +22,10 @@ from grpo_infra import training
 from grpo_infra.k8s import objects, ray_job
 from grpo_infra.k8s.rayjob import entrypoint
 from grpo_infra.k8s.shipped import RESUME_FILE, RESUME_MOUNT, RESUME_VOLUME, resume_config_map_name
+from grpo_infra.lifecycle import resume
 from grpo_infra.lifecycle.resume import CHECKPOINT_TRACKER, IDENTITY_FILE
-from grpo_infra.spec import Environment
+from grpo_infra.spec import Environment, load_stack
+from tests.conftest import ROOT
 
 from .conftest import K8S_STACKS, variant, without_stand_ins
 from .entrypoints import training_step, verl_argv
@@ -212,3 +214,23 @@ def test_the_rule_reads_the_directory_verl_writes(tmp_path: Path) -> None:
     head = ray_job(env)["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     mount = next(m for m in head["volumeMounts"] if m["name"] == "checkpoints")
     assert mount["mountPath"] == directory and mount["subPath"] == env.job.name
+
+
+def test_a_run_resuming_at_the_experiments_last_step_succeeds_though_no_run_recorded_it_finished(tmp_path) -> None:
+    """The race the test command once hit: the retry after a lost node saved step 10 of 10, and the gang was
+    evicted before the driver exited 0 (no finished record). The next run resumes at 10 with nothing left to
+    train: it succeeds when the identity knows the last step, and is still judged when it does not."""
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("10\n")
+    identity = json.dumps({"digest": "d", "job": "j", "fields": {}, "last_step": 10})
+    (tmp_path / IDENTITY_FILE).write_text(identity)  # recorded by the experiment's first run
+    assert resume.main(["--checkpoint-dir", str(tmp_path), "--identity", identity, "--", "true"]) == 0
+    assert resume.verdict(10, 10, 0, None, 10)[0] == 0
+    assert resume.verdict(10, 10, 0, None, 12)[0] == 1  # more steps were asked for: it should have trained
+    assert resume.verdict(10, 10, 0, None, None)[0] == 1  # the last step unknown (verl derives it): judged
+    # The sbatch's --judge reads the last step from the recorded identity.
+    assert resume.main(["--checkpoint-dir", str(tmp_path), "--judge", "10"]) == 0
+
+
+def test_the_probe_stacks_identity_names_its_last_step_and_verls_only_when_the_stack_fixes_it() -> None:
+    assert training.experiment_identity(load_stack("local-k8s", ROOT).environment)["last_step"] == 3
+    assert training.experiment_identity(load_stack("eks-prod", ROOT).environment)["last_step"] is None

@@ -479,7 +479,10 @@ resumed run must advance.
    ended at (`FINISHED_FILE`). A later run of the same experiment that resumes at exactly that step has
    nothing left to train, and its exit 0 is kept: a retry after training finished (a RayJob attempt failed
    by its submitter after the driver ended, a Slurm requeue after the last step) then succeeds instead of
-   failing every retry. A checkpoint whose run never exited 0 (it died after saving) is still judged.
+   failing every retry. A checkpoint whose run never exited 0 (it died after saving) is still judged,
+   unless it is the experiment's last step (`last_step` in the identity, when the stack fixes it: the
+   probe's steps, verl's `trainer.total_training_steps`): a run evicted between its last save and its exit
+   finished the experiment, and the next run, resuming there, has nothing left to train.
 
     python3 resume.py --checkpoint-dir DIR --identity-file FILE -- COMMAND...   (both rules around COMMAND)
     python3 resume.py --checkpoint-dir DIR --identity JSON                      (the identity rule alone)
@@ -543,13 +546,18 @@ def record_finished(directory: Path, step: int) -> None:
     partial.replace(directory / FINISHED_FILE)
 
 
-def verdict(before: int, after: int, status: int, finished: int | None = None) -> tuple[int, str | None]:
-    """The run's exit status and the line saying why, from the steps before and after, the command's status
-    and the step an earlier run of the experiment finished at."""
+def verdict(
+    before: int, after: int, status: int, finished: int | None = None, last: int | None = None
+) -> tuple[int, str | None]:
+    """The run's exit status and the line saying why, from the steps before and after, the command's status,
+    the step an earlier run of the experiment finished at, and the experiment's last step when known."""
     if status != 0 or before == 0 or after > before:
         return status, None  # a failure stays the command's own; a fresh or advanced run is not judged
     if finished == before:
         return 0, f"grpo: the experiment finished at step {before} in an earlier run; nothing was left to train"
+    if last is not None and before >= last:
+        # An earlier run saved the last step but was stopped before it exited (an eviction, a lost node).
+        return 0, f"grpo: an earlier run saved the experiment's last step ({last}); nothing was left to train"
     return 1, (
         f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
         f"(now {after}): it did not train"
@@ -630,10 +638,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     args = parser.parse_args(argv)
     if args.judge is not None:
-        return judged(args.checkpoint_dir, args.judge, 0)
+        return judged(args.checkpoint_dir, args.judge, 0, recorded_last_step(args.checkpoint_dir))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     text = args.identity if args.identity is not None else args.identity_file.read_text(encoding="utf-8")
-    refusal = identity_refusal(args.checkpoint_dir, json.loads(text))
+    identity = json.loads(text)
+    refusal = identity_refusal(args.checkpoint_dir, identity)
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return 2
@@ -644,14 +653,23 @@ def main(argv: list[str] | None = None) -> int:
     # A stop of the job (KubeRay deletes the cluster, Ray stops the driver) reaches the trainer.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, _frame: child.send_signal(number))
-    return judged(args.checkpoint_dir, before, child.wait())
+    return judged(args.checkpoint_dir, before, child.wait(), identity.get("last_step"))
 
 
-def judged(directory: Path, before: int, status: int) -> int:
+def recorded_last_step(directory: Path) -> int | None:
+    """The last step the experiment's recorded identity names (the sbatch's `--judge` has no identity of its own)."""
+    try:
+        value = json.loads((directory / IDENTITY_FILE).read_text(encoding="utf-8")).get("last_step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def judged(directory: Path, before: int, status: int, last: int | None = None) -> int:
     """The exit status of a run that started at step `before` and ended with `status`, its line said, and a
     run that trained and exited 0 recorded as finished."""
     after = checkpoint_step(directory)
-    code, line = verdict(before, after, status, finished_step(directory))
+    code, line = verdict(before, after, status, finished_step(directory), last)
     if line:
         print(line, file=sys.stderr, flush=True)
     if code == 0 and after > before:
@@ -757,7 +775,7 @@ unset RAY_AUTH_TOKEN_PATH
 grpo_wait_ready "$head:$GRPO_RAY_GCS_PORT"
 
 # --- verl command ---
-verl_command='python3 -m grpo_infra_resume --checkpoint-dir /run/grpo-sandbox/shared/checkpoints --identity '"'"'{"digest":"2596bea8fa2121b8","fields":{"+actor_rollout_ref.model.override_config.attn_implementation":"sdpa","+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook":"grpo_infra.torch_watchdog.apply","actor_rollout_ref.actor.kl_loss_coef":0.001,"actor_rollout_ref.actor.kl_loss_type":"low_var_kl","actor_rollout_ref.actor.optim.lr":1e-06,"actor_rollout_ref.actor.ppo_mini_batch_size":24,"actor_rollout_ref.actor.use_kl_loss":true,"actor_rollout_ref.model.path":"/models/Qwen2.5-0.5B-Instruct","actor_rollout_ref.nccl_timeout":600,"actor_rollout_ref.rollout.n":4,"actor_rollout_ref.rollout.name":"vllm","algorithm.adv_estimator":"grpo","algorithm.use_kl_in_reward":false,"data.max_prompt_length":512,"data.max_response_length":256,"data.train_batch_size":48,"data.train_files":["/data/gsm8k/train.parquet"],"data.val_files":["/data/gsm8k/test.parquet"],"program":"python3 -m verl.trainer.main_ppo","trainer.experiment_name":"sandbox-3node","trainer.project_name":"grpo-sandbox"},"job":"grpo-sandbox"}'"'"' -- python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false '"'"'data.train_files=[/data/gsm8k/train.parquet]'"'"' '"'"'data.val_files=[/data/gsm8k/test.parquet]'"'"' data.train_batch_size=48 data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=24 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 '"'"'trainer.logger=[console]'"'"' trainer.project_name=grpo-sandbox trainer.experiment_name=sandbox-3node trainer.total_epochs=1 trainer.nnodes=3 trainer.n_gpus_per_node=8 trainer.default_local_dir=/run/grpo-sandbox/shared/checkpoints trainer.save_freq=1 trainer.resume_mode=auto trainer.max_actor_ckpt_to_keep=3 trainer.max_critic_ckpt_to_keep=3 actor_rollout_ref.nccl_timeout=600 +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=grpo_infra.torch_watchdog.apply +actor_rollout_ref.model.override_config.attn_implementation=sdpa'
+verl_command='python3 -m grpo_infra_resume --checkpoint-dir /run/grpo-sandbox/shared/checkpoints --identity '"'"'{"digest":"2596bea8fa2121b8","fields":{"+actor_rollout_ref.model.override_config.attn_implementation":"sdpa","+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook":"grpo_infra.torch_watchdog.apply","actor_rollout_ref.actor.kl_loss_coef":0.001,"actor_rollout_ref.actor.kl_loss_type":"low_var_kl","actor_rollout_ref.actor.optim.lr":1e-06,"actor_rollout_ref.actor.ppo_mini_batch_size":24,"actor_rollout_ref.actor.use_kl_loss":true,"actor_rollout_ref.model.path":"/models/Qwen2.5-0.5B-Instruct","actor_rollout_ref.nccl_timeout":600,"actor_rollout_ref.rollout.n":4,"actor_rollout_ref.rollout.name":"vllm","algorithm.adv_estimator":"grpo","algorithm.use_kl_in_reward":false,"data.max_prompt_length":512,"data.max_response_length":256,"data.train_batch_size":48,"data.train_files":["/data/gsm8k/train.parquet"],"data.val_files":["/data/gsm8k/test.parquet"],"program":"python3 -m verl.trainer.main_ppo","trainer.experiment_name":"sandbox-3node","trainer.project_name":"grpo-sandbox"},"job":"grpo-sandbox","last_step":null}'"'"' -- python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo algorithm.use_kl_in_reward=false '"'"'data.train_files=[/data/gsm8k/train.parquet]'"'"' '"'"'data.val_files=[/data/gsm8k/test.parquet]'"'"' data.train_batch_size=48 data.max_prompt_length=512 data.max_response_length=256 actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=24 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.use_kl_loss=true actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.actor.kl_loss_type=low_var_kl actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 '"'"'trainer.logger=[console]'"'"' trainer.project_name=grpo-sandbox trainer.experiment_name=sandbox-3node trainer.total_epochs=1 trainer.nnodes=3 trainer.n_gpus_per_node=8 trainer.default_local_dir=/run/grpo-sandbox/shared/checkpoints trainer.save_freq=1 trainer.resume_mode=auto trainer.max_actor_ckpt_to_keep=3 trainer.max_critic_ckpt_to_keep=3 actor_rollout_ref.nccl_timeout=600 +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=grpo_infra.torch_watchdog.apply +actor_rollout_ref.model.override_config.attn_implementation=sdpa'
 # --- end verl command ---
 gate_command='python3 -m grpo_infra.preflight.ray_allreduce --fabric none --gpus-per-node 8 --nodes 3 --backend gloo --fraction 0.8 --size-mib 16 --iters 5 --timeout 300'
 if [[ -n ${GRPO_ENTRYPOINT:-} ]]; then

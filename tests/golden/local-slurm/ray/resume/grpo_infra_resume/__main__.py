@@ -17,7 +17,10 @@ resumed run must advance.
    ended at (`FINISHED_FILE`). A later run of the same experiment that resumes at exactly that step has
    nothing left to train, and its exit 0 is kept: a retry after training finished (a RayJob attempt failed
    by its submitter after the driver ended, a Slurm requeue after the last step) then succeeds instead of
-   failing every retry. A checkpoint whose run never exited 0 (it died after saving) is still judged.
+   failing every retry. A checkpoint whose run never exited 0 (it died after saving) is still judged,
+   unless it is the experiment's last step (`last_step` in the identity, when the stack fixes it: the
+   probe's steps, verl's `trainer.total_training_steps`): a run evicted between its last save and its exit
+   finished the experiment, and the next run, resuming there, has nothing left to train.
 
     python3 resume.py --checkpoint-dir DIR --identity-file FILE -- COMMAND...   (both rules around COMMAND)
     python3 resume.py --checkpoint-dir DIR --identity JSON                      (the identity rule alone)
@@ -81,13 +84,18 @@ def record_finished(directory: Path, step: int) -> None:
     partial.replace(directory / FINISHED_FILE)
 
 
-def verdict(before: int, after: int, status: int, finished: int | None = None) -> tuple[int, str | None]:
-    """The run's exit status and the line saying why, from the steps before and after, the command's status
-    and the step an earlier run of the experiment finished at."""
+def verdict(
+    before: int, after: int, status: int, finished: int | None = None, last: int | None = None
+) -> tuple[int, str | None]:
+    """The run's exit status and the line saying why, from the steps before and after, the command's status,
+    the step an earlier run of the experiment finished at, and the experiment's last step when known."""
     if status != 0 or before == 0 or after > before:
         return status, None  # a failure stays the command's own; a fresh or advanced run is not judged
     if finished == before:
         return 0, f"grpo: the experiment finished at step {before} in an earlier run; nothing was left to train"
+    if last is not None and before >= last:
+        # An earlier run saved the last step but was stopped before it exited (an eviction, a lost node).
+        return 0, f"grpo: an earlier run saved the experiment's last step ({last}); nothing was left to train"
     return 1, (
         f"grpo: ERROR: the run resumed at step {before} and exited 0 without saving a newer step "
         f"(now {after}): it did not train"
@@ -168,10 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the training command")
     args = parser.parse_args(argv)
     if args.judge is not None:
-        return judged(args.checkpoint_dir, args.judge, 0)
+        return judged(args.checkpoint_dir, args.judge, 0, recorded_last_step(args.checkpoint_dir))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     text = args.identity if args.identity is not None else args.identity_file.read_text(encoding="utf-8")
-    refusal = identity_refusal(args.checkpoint_dir, json.loads(text))
+    identity = json.loads(text)
+    refusal = identity_refusal(args.checkpoint_dir, identity)
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return 2
@@ -182,14 +191,23 @@ def main(argv: list[str] | None = None) -> int:
     # A stop of the job (KubeRay deletes the cluster, Ray stops the driver) reaches the trainer.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda number, _frame: child.send_signal(number))
-    return judged(args.checkpoint_dir, before, child.wait())
+    return judged(args.checkpoint_dir, before, child.wait(), identity.get("last_step"))
 
 
-def judged(directory: Path, before: int, status: int) -> int:
+def recorded_last_step(directory: Path) -> int | None:
+    """The last step the experiment's recorded identity names (the sbatch's `--judge` has no identity of its own)."""
+    try:
+        value = json.loads((directory / IDENTITY_FILE).read_text(encoding="utf-8")).get("last_step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def judged(directory: Path, before: int, status: int, last: int | None = None) -> int:
     """The exit status of a run that started at step `before` and ended with `status`, its line said, and a
     run that trained and exited 0 recorded as finished."""
     after = checkpoint_step(directory)
-    code, line = verdict(before, after, status, finished_step(directory))
+    code, line = verdict(before, after, status, finished_step(directory), last)
     if line:
         print(line, file=sys.stderr, flush=True)
     if code == 0 and after > before:
