@@ -86,10 +86,12 @@ def wait(
     poll: float = 2.0,
     unschedulable_after: float | None = None,
     first_failure: bool = False,
+    once_running: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
     Raises WaitError with one line when the gang is `stuck`, and with `first_failure` (a rehearsal: the probe
-    fails the same way on every retry) at the first failed attempt, with the driver's last error line."""
+    fails the same way on every retry) at the first failed attempt, with the driver's last error line.
+    `once_running` is called once with the RayCluster's name when the job first runs (its head is up)."""
     ns, name = env.job.tenant, env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
@@ -115,6 +117,9 @@ def wait(
             if found is not None:
                 raise WaitError(f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}")
             hosts |= {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
+            if once_running is not None and state.startswith("Running"):
+                once_running(cluster)
+                once_running = None
         if time.monotonic() > limit:
             raise WaitError(f"rayjob {ns}/{name} still {state} after {timeout or wait_budget(env):.0f}s")
         time.sleep(poll)

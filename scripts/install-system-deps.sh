@@ -3,14 +3,15 @@
 # (ip netns, bridges, veths) and util-linux (nsenter, unshare); slurmdbd and MariaDB for the live test
 # of the rendered tenant quotas; debootstrap, umoci, skopeo and runc for the local cluster's images
 # (`grpo-infra image build`, the operator images, and running an archive as a node would). The local
-# Kubernetes' real nodes: containerd and runc, the CNI plugins, dnsmasq (the cluster DNS), iptables,
+# Kubernetes' real nodes: containerd and runc, the CNI plugins, dnsmasq (the cluster DNS), iptables, ipset
+# (kube-router's NetworkPolicy firewall),
 # gcc and libc6-dev (the static pause binary), and busybox-static (the tests' tools image). Idempotent: returns at once when all
 # of them are installed; otherwise one `apt-get update` and one `apt-get install`.
 set -euo pipefail
 
 packages=(slurmctld slurmd slurm-client munge iproute2 util-linux procps slurmdbd mariadb-server
   debootstrap umoci skopeo runc
-  containerd containernetworking-plugins dnsmasq-base iptables gcc libc6-dev busybox-static)
+  containerd containernetworking-plugins dnsmasq-base iptables ipset gcc libc6-dev busybox-static)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -28,6 +28,7 @@ def rehearse(
     from ..image.oci import OCIError
     from ..job_wait import WaitError
     from ..rehearsal.plan import rehearsal
+    from ..rehearsal.reach import ReachError
     from ..rehearsal.scale import factors, local_allocatable
     from ..rehearsal.slurm_plan import slurm_rehearsal
     from ..rehearsal.tenant import TenantError
@@ -54,7 +55,7 @@ def rehearse(
 
     try:
         outcome = run(planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep)
-    except (KubeError, EngineError, BuildError, OCIError, WaitError, TenantError) as exc:
+    except (KubeError, EngineError, BuildError, OCIError, WaitError, TenantError, ReachError) as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
     from .. import probe_report
 

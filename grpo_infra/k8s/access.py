@@ -21,7 +21,7 @@ SECRET_KEY = "value"
 TENANT_ACCOUNT = "grpo-submitter"
 TENANT_ROLE = "grpo-rayjobs"
 # Ray's metrics port on every Ray pod, where KubeRay points `--metrics-export-port` unless told otherwise
-# (kuberay v1.7.0 ray-operator/controllers/ray/utils/constant.go `DefaultMetricsPort`).
+# (kuberay v1.6.2 ray-operator/controllers/ray/utils/constant.go `DefaultMetricsPort`).
 RAY_METRICS_PORT = 8080
 READ = ("get", "list", "watch")
 

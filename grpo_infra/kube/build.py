@@ -23,6 +23,7 @@ from pathlib import Path
 
 from grpo_infra.kube.versions import (
     ETCD,
+    KUBE_ROUTER,
     KUBERAY,
     KUBERNETES,
     KUEUE,
@@ -162,6 +163,12 @@ def groups() -> tuple[Group, ...]:
                     ),
                 ),
             ),
+        ),
+        Group(
+            # The real nodes' NetworkPolicy agent: upstream's own program, unchanged, in a module graph of its own.
+            name="kube-router",
+            requires={"github.com/cloudnativelabs/kube-router/v2": KUBE_ROUTER},
+            binaries=(Binary("kube-router", KUBE_ROUTER, "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"),),
         ),
         Group(
             name="kuberay",

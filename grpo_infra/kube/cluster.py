@@ -33,7 +33,7 @@ from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..localnode import teardown
 from ..processes import pid_of, wait_for
 from ..spec import Environment, load_stack
-from . import images, nodeimages, operator_images, realnodes
+from . import images, netpolicy, nodeimages, operator_images, realnodes
 from .certs import FRONT_PROXY_CLIENT, Pki, write_pki
 from .nodes import LINK_PREFIX, NAMESPACE_PREFIX, bridge_address, real_nodes
 from .plan import (
@@ -339,7 +339,12 @@ def _bring_up(
         notes: list[str] = []
         if archives is None and operators == "charts":
             archives = [*operator_images.ensure_all(), *_job_archive(env, stack, notes)]
-        names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes)
+        # NetworkPolicy is enforced where the operators run as pods, as on a cloud: a policy cannot name an
+        # operator that runs as a process of this machine, so the host-process operators would be cut off.
+        enforce = operators == "charts"
+        names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes, enforce)
+        if enforce:
+            state["network_policy"] = netpolicy.version()
         if notes:
             state["images_note"] = notes[0]
         paths.state.write_text(json.dumps(state) + "\n")
@@ -434,17 +439,24 @@ def _start_real_nodes(
     timeout: float,
     archives: list[Path] | None,
     note: list[str],
+    enforce_policies: bool = False,
 ) -> list[str]:
     """The cluster DNS, then every node (booted at once), its images loaded; returns their names
-    (and appends to `note` what could not be loaded)."""
+    (and appends to `note` what could not be loaded). `enforce_policies`: each node runs the
+    NetworkPolicy agent."""
     (paths.root / "dns").mkdir(parents=True, exist_ok=True)
     _start(paths, "dnsmasq", realnodes.dns_argv(paths))
     _start(paths, "dnsfeed", realnodes.dnsfeed_argv(paths), env=realnodes.node_env(paths.root))
     if archives is None:
         archives = _job_archive(env, stack, note)
     archives = [nodeimages.pause_archive(), *archives]
+    token = None
+    if enforce_policies:
+        # The agent's RBAC and a token of its ServiceAccount, before any node boots (netpolicy.py).
+        apply(paths, netpolicy.rbac())
+        token = kubectl(paths, *netpolicy.token_request())
     for node in planned:
-        realnodes.prepare_node(node, paths, created)
+        realnodes.prepare_node(node, paths, created, token)
     paths.state.write_text(json.dumps({**load_state(paths.root), "created_outside_root": created}) + "\n")
     for node in planned:
         realnodes.start_node(node, paths)
@@ -734,6 +746,11 @@ def status(root: Path = ROOT) -> str:
         lines.append(
             f"  operators: from their charts, as pods in {KUEUE_NAMESPACE} and {KUBERAY_NAMESPACE} (`grpo-infra up`)"
         )
+    lines.append(
+        f"  NetworkPolicy: enforced on every node by {state['network_policy']}"
+        if state.get("network_policy")
+        else "  NetworkPolicy: not enforced (operators as processes of this machine, or KWOK nodes)"
+    )
     for name in COMPONENTS:
         if (name == "kwok") != (mode == "fake") and name in ("kwok", "dnsmasq", "dnsfeed"):
             continue

@@ -23,6 +23,7 @@ from ..localnode import Machine
 from ..spec import Environment
 from .gpudriver import presented_driver
 from .hcas import Verbs
+from .netpolicy import LOG as NETWORK_POLICY_LOG
 from .plan import POD_CIDR, PORTS, cpu_node_names, pool_hosts
 
 # The nodes' bridge and namespaces; away from the Slurm sandbox's (grpo-sbx-, gsbx, 10.213.57.0/24).
@@ -304,10 +305,12 @@ def boot_script(
     containerd: str,
     kubelet: list[str],
     device_plugin: list[str] | None,
+    network_policy: list[str] | None = None,
 ) -> str:
     """What runs first in the node's fresh mount and UTS namespaces (inside its network namespace):
     its hostname, its own copies of the fixed host paths and kernel tunables, then containerd, the
-    device plugin, and the kubelet as the node's main process."""
+    device plugin, the NetworkPolicy agent (netpolicy.py), and the kubelet as the
+    node's main process."""
     lines = [
         "set -eu",
         f"hostname {node.name}",
@@ -332,6 +335,13 @@ def boot_script(
         lines += [
             f"{' '.join(device_plugin)} >>{dirs.logs / 'device-plugin.log'} 2>&1 &",
             f"echo $! > {dirs.pidfile('device-plugin')}",
+        ]
+    if network_policy:
+        # Restarted when it exits, as the kubelet restarts a DaemonSet's pod: it exits at start while its Node
+        # object does not exist yet (the kubelet registers it below).
+        lines += [
+            f"while :; do {' '.join(network_policy)} >>{dirs.logs / NETWORK_POLICY_LOG} 2>&1 || true; sleep 2; done &",
+            f"echo $! > {dirs.pidfile('network-policies')}",
         ]
     lines += [f"echo $$ > {dirs.pidfile('kubelet')}", f"exec {' '.join(kubelet)} >>{dirs.logs / 'kubelet.log'} 2>&1"]
     return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ from ..k8s.placement import node_selector, node_taints
 from ..spec import Environment
 from ..spec.pools import Pool
 from .build import binary_path
-from .versions import ETCD, KUBERAY, KUBERNETES, KUEUE, KWOK, PULUMI, PULUMI_KUBERNETES
+from .versions import ETCD, KUBE_ROUTER, KUBERAY, KUBERNETES, KUEUE, KWOK, PULUMI, PULUMI_KUBERNETES
 
 # Everything the cluster writes lives here; `down` removes it.
 ROOT = Path(os.environ.get("GRPO_KUBE_ROOT", f"/tmp/grpo-kube-{os.getuid()}"))
@@ -93,6 +93,7 @@ TOOLS = {
     "kueue": Tool("kueue", KUEUE),
     "ray-operator": Tool("ray-operator", KUBERAY),
     "kwok": Tool("kwok", KWOK),
+    "kube-router": Tool("kube-router", KUBE_ROUTER),
 }
 PULUMI_TOOLS = {
     "pulumi": Tool("pulumi", PULUMI),

@@ -27,7 +27,7 @@ import yaml
 
 from ..localnode import add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
-from . import gpudriver, hcas, nodeimages, presented
+from . import gpudriver, hcas, netpolicy, nodeimages, presented
 from .nodes import (
     BRIDGE,
     CGROUP_PARENT,
@@ -45,7 +45,7 @@ from .nodes import (
     kubelet_kubeconfig,
     node_subnet,
 )
-from .plan import POD_CIDR, PORTS, SERVICE_CIDR, KubeError, Paths, Tool
+from .plan import POD_CIDR, PORTS, SERVICE_CIDR, TOOLS, KubeError, Paths, Tool
 from .versions import KUBERNETES
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -60,6 +60,7 @@ PROGRAMS = {
     "runc": "runc",
     "dnsmasq": "dnsmasq-base",
     "iptables": "iptables",
+    "ipset": "ipset",  # kube-router's NetworkPolicy firewall (netpolicy.py)
     "nsenter": "util-linux",
     "unshare": "util-linux",
     "ip": "iproute2",
@@ -275,9 +276,10 @@ def remove_cgroups() -> list[str]:
     return done
 
 
-def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
+def prepare_node(node: RealNode, paths: Paths, created: list[str], token: str | None = None) -> NodeDirs:
     """The node's directories and configuration files, its cgroups, and the host paths its bind
-    mounts need (recorded in `created` when this made them)."""
+    mounts need (recorded in `created` when this made them). With `token` (a ServiceAccount token of the
+    NetworkPolicy agent), the node runs the agent (netpolicy.py)."""
     dirs = node_dirs(paths, node.name)
     for d in (
         dirs.etc / "cni",
@@ -333,8 +335,20 @@ def prepare_node(node: RealNode, paths: Paths, created: list[str]) -> NodeDirs:
         if node.verbs is not None:
             uverbs = hcas.write_device_nodes(dirs.base, len(node.verbs.devices))
             plugin += ["--device-dir", f"{node.verbs.resource}={uverbs}={hcas.DEVICE_DIR}"]
+    network_policy = None
+    if token is not None:
+        ca, server = paths.pki / "ca.crt", server_on_bridge()
+        config = netpolicy.write_kubeconfig(dirs.etc / f"{netpolicy.NAME}.kubeconfig", server, ca, token)
+        network_policy = netpolicy.agent_argv(TOOLS["kube-router"].path, node.name, config, SERVICE_CIDR)
     (dirs.base / "boot.sh").write_text(
-        boot_script(node, dirs, containerd=which("containerd") or "containerd", kubelet=kubelet, device_plugin=plugin)
+        boot_script(
+            node,
+            dirs,
+            containerd=which("containerd") or "containerd",
+            kubelet=kubelet,
+            device_plugin=plugin,
+            network_policy=network_policy,
+        )
     )
     return dirs
 

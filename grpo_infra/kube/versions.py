@@ -15,6 +15,8 @@ ETCD = "v3.6.16"
 KUEUE = "v0.19.2"
 KUBERAY = "v1.6.2"
 KWOK = "v0.8.0"
+# The NetworkPolicy agent of the real nodes (kube/netpolicy.py says why this one).
+KUBE_ROUTER = "v2.1.0"
 PULUMI = "v3.274.1"
 # The provider module has no tag the proxy serves; this pseudo-version is its v4.25.0 commit.
 PULUMI_KUBERNETES = "v4.25.0"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import verl
+from ..kube import netpolicy
 from ..spec import Environment
 
 MAX_GPU_NODES = 2
@@ -210,6 +211,13 @@ def _cluster_services(env: Environment, data: dict[str, Any]) -> list[Substituti
         subs.append(
             Substitution("node pools", f"{env.kubernetes.provider} node groups", "the local real nodes, not created")
         )
+    subs.append(
+        Substitution(
+            "NetworkPolicy enforcement",
+            "the cluster's network plugin",
+            f"{netpolicy.version()} on every local node, tried from other namespaces once the job runs",
+        )
+    )
     return subs
 
 

@@ -3,7 +3,7 @@
 The order is the README's: the stack's CPU image built (`grpo-infra image build`), `grpo-infra kube up`
 with real nodes shaped like the stack's pools and the operators from their charts, `grpo-infra up --wait`
 (here with each pool's CPU and memory scaled, scale.py; the run followed and the docs' steps done as the
-tenant, tenant.py), `grpo-infra destroy`, `grpo-infra kube down`.
+tenant, tenant.py; the job's NetworkPolicy tried from other namespaces once it runs, reach.py), `grpo-infra destroy`, `grpo-infra kube down`.
 The rehearsal's stack file is written to a directory of its own; the project's are never touched.
 """
 
@@ -18,11 +18,11 @@ from typing import Any
 import yaml
 
 from .. import engine, job_wait
-from ..kube import cluster, images
+from ..kube import cluster, images, nodeimages
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
-from . import tenant
+from . import reach, tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -108,7 +108,8 @@ def run(
     stack, env = rehearsal.stack, rehearsal.env
     say("image: building the CPU variant (cached by content)")
     build(env, project, progress=say)
-    archives = images.node_archives(env, project, stack, operators=True)
+    # The tools image holds the client that tries the NetworkPolicy (reach.py).
+    archives = [*images.node_archives(env, project, stack, operators=True), nodeimages.tools_archive()]
     work = write_project(rehearsal, project, Paths(cluster.ROOT).root.parent / f"grpo-rehearsal-{stack}")
     for path in host_paths(rehearsal):
         shutil.rmtree(path, ignore_errors=True)
@@ -131,8 +132,22 @@ def run(
         # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
         kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)
         say(f"as the tenant: {tenant.identity(env.job.tenant)}")
+        admin = Paths(cluster.ROOT)
+
+        def admin_kubectl(*args: str, stdin: str | None = None, check: bool = True) -> str:
+            return cluster.kubectl(admin, *args, stdin=stdin, check=check)
+
+        def try_policy(ray_cluster: str) -> None:
+            reach.check(env, admin_kubectl, ray_cluster, cluster.load_state()["nodes"], say)
+
         outcome = job_wait.wait(
-            env, kubectl, say, timeout=1800, unschedulable_after=UNSCHEDULABLE_S, first_failure=True
+            env,
+            kubectl,
+            say,
+            timeout=1800,
+            unschedulable_after=UNSCHEDULABLE_S,
+            first_failure=True,
+            once_running=try_policy,
         )
         tenant.run_steps(env, kubectl, say)
         if not keep:

@@ -5,8 +5,9 @@ objects through the real Pulumi engine on real kubelets shaped like its pools.
 head pool), and whose rehearsal found that KubeRay v1.6.2 dropped its workers' GPU count (docs/kubernetes.md,
 "Disaggregated GRPO"). Kueue admits both roles' worker groups at once, every worker joins Ray with its GPUs
 and its pool, and the probe, placing the roles as verl 0.9.1 does, puts every trainer rank on an a3-h100 node
-and every rollout rank on a g2-l4 node; the tenant's documented steps pass under its own RBAC; `destroy`
-leaves nothing. About 5 minutes; the last module of the cluster tests, since it needs the machine's local
+and every rollout rank on a g2-l4 node; the tenant's documented steps pass under its own RBAC; the job's
+NetworkPolicy, enforced by the nodes, lets the job's namespace reach the head, a stranger nothing, and the
+stack's monitoring namespace the metrics port alone; `destroy` leaves nothing. About 5 minutes; the last module of the cluster tests, since it needs the machine's local
 cluster to itself (the session's is closed first and booted again by any later module).
 """
 
@@ -48,6 +49,13 @@ def test_gke_disagg_rehearses_with_every_rank_on_its_roles_pool(local_clusters: 
     # The tenant's documented steps, as the tenant.
     assert "as the tenant: kubectl -n dev get secrets: refused, as it must be" in out
     assert f"rehearsal of {STACK}: rayjob dev/grpo-qwen25-3b-disagg SUCCEEDED" in out
+    # The NetworkPolicy, enforced on every node and tried once the job runs: the job's own namespace reaches
+    # the head (which shows each port listens), a stranger beside the head nothing, the stack's
+    # monitoringNamespace (gmp-system) the metrics port alone.
+    policy = "network policy dev/grpo-qwen25-3b-disagg-ray: from"
+    assert f"{policy} dev: GCS 6379 connected, metrics 8080 connected, dashboard 8265 connected" in out
+    assert f"{policy} grpo-rehearsal-stranger: GCS 6379 refused, metrics 8080 refused, dashboard 8265 refused" in out
+    assert f"{policy} gmp-system: GCS 6379 refused, metrics 8080 connected, dashboard 8265 refused" in out
     # role, pool, pod, Kubernetes node, address, GPUs in Ray, ranks, task saw GPUs
     rows = table_rows(out)
     assert sorted((r[0], r[1], re.sub(r"-\d+$", "", r[3]), r[5]) for r in rows) == [
