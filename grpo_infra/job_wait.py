@@ -87,11 +87,14 @@ def wait(
     unschedulable_after: float | None = None,
     first_failure: bool = False,
     once_running: Callable[[str], None] | None = None,
+    release: bool = False,
 ) -> Outcome:
     """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
     Raises WaitError with one line when the gang is `stuck`, and with `first_failure` (a rehearsal: the probe
     fails the same way on every retry) at the first failed attempt, with the driver's last error line.
-    `once_running` is called once with the RayCluster's name when the job first runs (its head is up)."""
+    `once_running` is called once with the RayCluster's name when the job first runs (its head is up).
+    `release`: a stuck gang's Workload is deactivated before raising (`deactivate`), so its GPUs are not held
+    until waitForPodsReady gives up, once per requeue."""
     ns, name = env.job.tenant, env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
@@ -115,7 +118,8 @@ def wait(
             pods = _pods(kubectl, ns, cluster)
             found = stuck(pods, datetime.now(UTC), unschedulable_after)
             if found is not None:
-                raise WaitError(f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}")
+                line = f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}"
+                raise WaitError(line + (deactivate(kubectl, ns, job) if release else ""))
             hosts |= {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
             if once_running is not None and state.startswith("Running"):
                 once_running(cluster)
@@ -235,6 +239,38 @@ def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
     return (
         "; the gang was not admitted" if held is None else f"; the gang's GPUs held {held:.0f}s since Kueue admitted it"
     )
+
+
+# How long `deactivate` waits for Kueue to evict the deactivated Workload and free its quota.
+RELEASE_S = 60
+
+
+def reactivate_command(ns: str, workload: str) -> str:
+    """The tenant's step that lets Kueue admit a deactivated Workload again (docs/kubernetes.md)."""
+    return f'kubectl -n {ns} patch workload {workload} --type merge -p \'{{"spec":{{"active":true}}}}\''
+
+
+def deactivate(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
+    """Deactivate the gang's Workload (`spec.active: false`, the one write on Workloads the tenant's Role
+    grants) and wait for Kueue to evict it: a stuck gang cannot go on without a change, and otherwise Kueue holds
+    its GPUs until waitForPodsReady's timeout, then admits it again after each backoff and holds them again
+    (Kueue v0.19.2: a deactivated Workload is evicted with reason `Deactivated` and never requeued until it is
+    active again). Returns the clause that says so, for the one line."""
+    workload = job_workload(kubectl, ns, job)
+    if workload is None:
+        return "; no Kueue workload to release"
+    wl = workload["metadata"]["name"]
+    kubectl("patch", "workload", wl, "-n", ns, "--type", "merge", "-p", '{"spec":{"active":false}}')
+    started = time.monotonic()
+    while time.monotonic() - started < RELEASE_S:
+        reserved = _workload_conditions(kubectl, ns, job).get("QuotaReserved", {})
+        if reserved.get("status") != "True":
+            return (
+                f"; workload {wl} deactivated, its GPUs released after {time.monotonic() - started:.0f}s "
+                f"(after the fix: {reactivate_command(ns, wl)})"
+            )
+        time.sleep(1)
+    return f"; workload {wl} deactivated, Kueue still held its quota after {RELEASE_S}s"
 
 
 def _not_admitted(kubectl: Kubectl, ns: str, job: dict[str, Any], waited: float) -> str:

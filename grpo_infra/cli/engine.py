@@ -112,7 +112,7 @@ def _kubectl(stack: str) -> job_wait.Kubectl:
 def _follow(stack: str, env: Environment) -> None:
     """The run after `up`: its states, its end, and where the probe placed every rank."""
     try:
-        outcome = job_wait.wait(env, _kubectl(stack), lambda line: console.print(line, highlight=False))
+        outcome = job_wait.wait(env, _kubectl(stack), lambda line: console.print(line, highlight=False), release=True)
     except (job_wait.WaitError, KubeError) as exc:
         fail(escape(str(exc)), code=1)
     title = f"rayjob {env.job.tenant}/{env.job.name} {outcome.status}"

@@ -148,6 +148,7 @@ def run(
             unschedulable_after=UNSCHEDULABLE_S,
             first_failure=True,
             once_running=try_policy,
+            release=True,
         )
         tenant.run_steps(env, kubectl, say)
         if not keep:

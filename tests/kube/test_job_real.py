@@ -323,6 +323,51 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
     assert [x for x in left.split() if "kube-root-ca" not in x] == [], left
 
 
+def test_an_image_that_cannot_be_pulled_ends_up_wait_in_one_line_and_releases_the_gangs_gpus(
+    kube: Paths, tmp_path: Path
+) -> None:
+    """The stack's image reference names a tag no registry has: the first pod stops at `ErrImagePull`, and
+    `grpo-infra up --wait` exits 1 with one line naming the pod, its container, the reason and how long the gang
+    held its GPUs, and deactivates the gang's Workload, so Kueue evicts it at once and never admits it again
+    until a fix: not held until waitForPodsReady's 45 minutes, then again after each of 5 requeues."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "stacks", project / "stacks")
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    stack_file = project / "stacks" / "Pulumi.local-k8s.yaml"
+    text, ref = stack_file.read_text(), ENV.image.ref
+    assert ref is not None and ref in text
+    stack_file.write_text(text.replace(ref, ref.rsplit(":", 1)[0] + ":no-such-tag"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    try:
+        up = subprocess.run(
+            as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        out = up.stdout + up.stderr
+        print(out[-4000:])
+        assert up.returncode == 1, out[-3000:]
+        (line,) = [ln for ln in out.splitlines() if "deactivated" in ln]
+        assert f"rayjob {TENANT}/{ENV.job.name}: pod {TENANT}/" in line and "no-such-tag" in line, line
+        assert "ErrImagePull" in line or "ImagePullBackOff" in line, line
+        assert "the gang's GPUs held" in line and "its GPUs released after" in line, line
+        (workload,) = get(kube, "workloads.kueue.x-k8s.io", "-n", TENANT)["items"]
+        conditions = {c["type"]: c for c in workload["status"]["conditions"]}
+        assert workload["spec"]["active"] is False
+        assert conditions["Evicted"]["status"] == "True" and conditions["Evicted"]["reason"] == "Deactivated"
+        assert conditions["QuotaReserved"]["status"] == "False"
+        # The line's reactivation step is the tenant's documented one (docs/kubernetes.md).
+        assert f"kubectl -n {TENANT} patch workload {workload['metadata']['name']} --type merge" in line
+    finally:
+        subprocess.run(
+            as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
+        )
+        wait_until(lambda: not namespace_exists(kube), 300, f"namespace {TENANT} gone after destroy")
+
+
 def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths, tmp_path: Path) -> None:
     """The stack file switched to `kind: raycluster`: one `grpo-infra up` gives a gang-admitted Ray cluster
     on real pods, and `grpo-infra submit --wait` runs the stack's job on it to SUCCEEDED through the Jobs API
