@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -10,6 +10,9 @@ from rich.markup import escape
 from ..kube.plan import KubeError
 from ..rehearsal.plan import Rehearsal
 from .common import RootOption, console, fail, load, project_root, wide_console
+
+if TYPE_CHECKING:
+    from ..spec import Environment
 
 
 def rehearse(
@@ -20,6 +23,15 @@ def rehearse(
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the stack and the local cluster up after the run.")
     ] = False,
+    drill: Annotated[
+        str | None,
+        typer.Option(
+            "--drill",
+            help="Put one fault into the stack's Ray object (head-init: its head's first init container exits 1; "
+            "image: its head's image tag exists nowhere) and show what it costs: the one line and how long the "
+            "gang's GPUs were held before they were released (docs/rehearsal.md, 'Drills').",
+        ),
+    ] = None,
     root: RootOption = None,
 ) -> None:
     """Run STACK's own objects on local real nodes shaped like its pools, shrunk to fit; fail where the cloud would."""
@@ -27,13 +39,18 @@ def rehearse(
     from ..image.build import BuildError
     from ..image.oci import OCIError
     from ..job_wait import WaitError
+    from ..rehearsal import drills
     from ..rehearsal.plan import rehearsal
     from ..rehearsal.reach import ReachError
     from ..rehearsal.scale import factors, local_allocatable
     from ..rehearsal.slurm_plan import slurm_rehearsal
     from ..rehearsal.tenant import TenantError
 
+    if drill is not None and drill not in drills.DRILLS:
+        fail(f"--drill: no drill {drill!r}; drills: {', '.join(drills.DRILLS)}")
     env = load(stack, root).environment
+    if drill is not None and env.target != "kubernetes":
+        fail("--drill: drills run on the Kubernetes stacks only")
     try:
         planned = slurm_rehearsal(stack, env) if env.target == "slurm" else rehearsal(stack, env)
         by = factors(planned.env, local_allocatable()) if env.target == "kubernetes" else {}
@@ -53,10 +70,21 @@ def rehearse(
         return
     from ..rehearsal.run import run
 
+    if drill is not None:
+        console.print(f"drill {drill}: {drills.DRILLS[drill]}", highlight=False)
     try:
-        outcome = run(planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep)
-    except (KubeError, EngineError, BuildError, OCIError, WaitError, TenantError, ReachError) as exc:
+        outcome = run(
+            planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep, drill=drill
+        )
+    except WaitError as exc:
+        if drill is None:
+            fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
+        _drill_verdict(stack, drill, str(exc), env)
+        return
+    except (KubeError, EngineError, BuildError, OCIError, TenantError, ReachError) as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
+    if drill is not None:
+        fail(f"drill {drill} of {stack}: the run went on as if nothing was wrong; the fault went unnoticed", code=1)
     from .. import probe_report
 
     title = f"rehearsal of {stack}: rayjob {planned.env.job.tenant}/{planned.env.job.name} {outcome.status}"
@@ -86,3 +114,20 @@ def _rehearse_slurm(planned: Rehearsal, keep: bool) -> None:
         tail = "\n".join(outcome.log.rstrip().splitlines()[-20:])
         fail(escape(f"{title}\n{tail}"), code=1)
     console.print(title, highlight=False)
+
+
+def _drill_verdict(stack: str, drill: str, line: str, env: Environment) -> None:
+    """The drill's one line, then what it cost: passed when the cause was shown and the GPUs released."""
+    from ..rehearsal import drills
+
+    console.print(escape(line), highlight=False)
+    got = drills.result(line)
+    if not got.passed:
+        fail(f"drill {drill} of {stack}: the gang's GPUs were not released after the cause was shown", code=1)
+    assert got.held_s is not None and got.released_s is not None
+    console.print(
+        f"drill {drill} of {stack}: cause shown {got.held_s}s after Kueue admitted the gang, its GPUs released "
+        f"{got.released_s}s later: held {got.held_s + got.released_s}s in all (unwatched, Kueue would hold them "
+        f"{drills.unwatched_hold(env)})",
+        highlight=False,
+    )

@@ -22,7 +22,7 @@ from ..kube import cluster, images, nodeimages
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
-from . import reach, tenant
+from . import drills, reach, tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -58,8 +58,9 @@ def write_project(rehearsal: Rehearsal, project: Path, work: Path) -> Path:
     return work
 
 
-def program(rehearsal: Rehearsal, by: dict[str, Factor]) -> Callable[[], None]:
-    """The project's program, with every Kubernetes object's CPU and memory scaled by its pool's factor."""
+def program(rehearsal: Rehearsal, by: dict[str, Factor], drill: str | None = None) -> Callable[[], None]:
+    """The project's program, with every Kubernetes object's CPU and memory scaled by its pool's factor (and,
+    for a drill, its fault put into the Ray object: drills.py)."""
 
     def run() -> None:
         import pulumi
@@ -71,6 +72,8 @@ def program(rehearsal: Rehearsal, by: dict[str, Factor]) -> Callable[[], None]:
             if not args.type_.startswith("kubernetes:") or "kind" not in props:
                 return None
             scaled = scale_object(rehearsal.env, _plain_copy(dict(props)), by)
+            if drill is not None:
+                scaled = drills.inject(drill, scaled)
             return pulumi.ResourceTransformResult(props=scaled, opts=args.opts)
 
         pulumi.runtime.register_resource_transform(scale)
@@ -100,9 +103,16 @@ def host_paths(rehearsal: Rehearsal) -> list[Path]:
 
 
 def run(
-    rehearsal: Rehearsal, by: dict[str, Factor], project: Path, say: Say, *, keep: bool = False
+    rehearsal: Rehearsal,
+    by: dict[str, Factor],
+    project: Path,
+    say: Say,
+    *,
+    keep: bool = False,
+    drill: str | None = None,
 ) -> job_wait.Outcome:
-    """Build, boot, deploy, follow the run to its end, then destroy and tear down (unless `keep`)."""
+    """Build, boot, deploy, follow the run to its end, then destroy and tear down (unless `keep`). With `drill`,
+    the drill's fault is in the Ray object and the run ends in the WaitError that shows it."""
     from ..image.build import build
 
     stack, env = rehearsal.stack, rehearsal.env
@@ -123,7 +133,7 @@ def run(
     if "PULUMI_CONFIG_PASSPHRASE" not in os.environ:
         os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE_FILE", str(Paths(cluster.ROOT).root / "pulumi-passphrase"))
     try:
-        chosen = engine.select(stack, work, cluster.engine_settings(stack), program=program(rehearsal, by))
+        chosen = engine.select(stack, work, cluster.engine_settings(stack), program=program(rehearsal, by, drill))
         from pulumi import automation as auto
 
         for key, value in secret_settings(rehearsal).items():
