@@ -170,20 +170,29 @@ def _storage(env: Environment, data: dict[str, Any]) -> list[Substitution]:
     assert env.kubernetes is not None
     subs = []
     volumes = data["kubernetes"].get("volumes", [])
+    # Every volume becomes a directory of the rehearsal's own, made empty before and removed after: a host path
+    # the stack names (local-k8s's /var/lib/grpo-*) is this machine's, which a rehearsal does not touch.
     for volume, raw in zip(env.kubernetes.volumes, volumes, strict=True):
-        if volume.host_path:
-            continue
         path = f"{HOST_ROOT}/{volume.name}"
-        source = f"claim {volume.claim_name}" if volume.claim_name else "NFS" if volume.nfs else "its volume"
+        source = (
+            f"host path {volume.host_path}"
+            if volume.host_path
+            else f"claim {volume.claim_name}"
+            if volume.claim_name
+            else "NFS"
+            if volume.nfs
+            else "its volume"
+        )
         for key in ("claimName", "nfs"):
             raw.pop(key, None)
         raw["hostPath"] = path
         subs.append(Substitution(f"volume {volume.name}", source, f"host path {path} (read-only stays as declared)"))
     checkpoint = env.job.checkpoint.volume
-    if checkpoint is not None and not checkpoint.host_path:
+    if checkpoint is not None:
         path = f"{HOST_ROOT}/checkpoints"
+        source = f"host path {checkpoint.host_path}" if checkpoint.host_path else "shared storage"
         data["job"]["checkpoint"]["volume"] = {"hostPath": path, "hostPathShared": True}
-        subs.append(Substitution("checkpoint volume", "shared storage", f"host path {path}, shared by every node"))
+        subs.append(Substitution("checkpoint volume", source, f"host path {path}, shared by every node"))
     return subs
 
 

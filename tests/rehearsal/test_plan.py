@@ -14,7 +14,7 @@ from grpo_infra.image.variant import runtime_guard_args
 from grpo_infra.k8s.allocatable import pool_allocatable
 from grpo_infra.k8s.placement import node_share, parse_quantity
 from grpo_infra.kube.nodes import real_nodes
-from grpo_infra.rehearsal.plan import MAX_GPU_NODES, rehearsal
+from grpo_infra.rehearsal.plan import HOST_ROOT, MAX_GPU_NODES, rehearsal
 from grpo_infra.rehearsal.run import THROWAWAY, secret_settings, stack_file
 from grpo_infra.rehearsal.scale import HEAD, factors, pod_pool, scale_object
 from grpo_infra.spec import Environment, load_stack
@@ -177,3 +177,16 @@ def test_a_stack_without_a_head_pool_is_refused_unless_its_head_fits_a_local_nod
         ValueError, match=r"^kubernetes\.headPool: not declared, so the Ray head \(8000m CPU, 32768Mi\)"
     ):
         factors(env, LOCAL)
+
+
+def test_a_stacks_own_host_paths_become_the_rehearsals_so_the_machines_are_never_touched() -> None:
+    """local-k8s names host paths of this machine (/var/lib/grpo-*): a rehearsal mounts directories of its own,
+    made empty before and removed after, instead (its pods otherwise wait for ever on a missing directory)."""
+    planned = rehearsal("local-k8s", load_stack("local-k8s", ROOT).environment)
+    assert planned.env.kubernetes is not None
+    assert all(v.host_path and v.host_path.startswith(HOST_ROOT) for v in planned.env.kubernetes.volumes)
+    checkpoint = planned.env.job.checkpoint.volume
+    assert checkpoint is not None and checkpoint.host_path == f"{HOST_ROOT}/checkpoints" and checkpoint.host_path_shared
+    assert "volume models: host path /var/lib/grpo-models -> host path /var/lib/grpo-rehearsal/models" in [
+        s.line().split(" (")[0] for s in planned.substitutions
+    ]
