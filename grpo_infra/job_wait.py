@@ -243,11 +243,14 @@ def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
 
 # How long `deactivate` waits for Kueue to evict the deactivated Workload and free its quota.
 RELEASE_S = 60
+# The merge patches that stop and restart a Workload's admission (the tenant Role's one write on Workloads).
+DEACTIVATE = '{"spec":{"active":false}}'
+REACTIVATE = '{"spec":{"active":true}}'
 
 
 def reactivate_command(ns: str, workload: str) -> str:
     """The tenant's step that lets Kueue admit a deactivated Workload again (docs/kubernetes.md)."""
-    return f'kubectl -n {ns} patch workload {workload} --type merge -p \'{{"spec":{{"active":true}}}}\''
+    return f"kubectl -n {ns} patch workload {workload} --type merge -p '{REACTIVATE}'"
 
 
 def deactivate(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
@@ -260,7 +263,7 @@ def deactivate(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
     if workload is None:
         return "; no Kueue workload to release"
     wl = workload["metadata"]["name"]
-    kubectl("patch", "workload", wl, "-n", ns, "--type", "merge", "-p", '{"spec":{"active":false}}')
+    kubectl("patch", "workload", wl, "-n", ns, "--type", "merge", "-p", DEACTIVATE)
     started = time.monotonic()
     while time.monotonic() - started < RELEASE_S:
         reserved = _workload_conditions(kubectl, ns, job).get("QuotaReserved", {})

@@ -24,14 +24,19 @@ DRILLS = {
 
 
 def _head_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The head pod template's spec of a RayJob or RayCluster (None for another object)."""
+    """The head pod template's spec of a RayJob, RayCluster or RayCronJob (None for another object)."""
     spec = obj.get("spec", {})
-    cluster = spec.get("rayClusterSpec") if obj.get("kind") == "RayJob" else spec
-    if obj.get("kind") == "RayCronJob":
-        cluster = spec.get("jobTemplate", {}).get("rayClusterSpec")
-    if obj.get("kind") not in ("RayJob", "RayCluster", "RayCronJob") or not cluster:
-        return None
-    return cluster["headGroupSpec"]["template"]["spec"]
+    kind = obj.get("kind")
+    cluster = (
+        spec.get("rayClusterSpec")
+        if kind == "RayJob"
+        else spec
+        if kind == "RayCluster"
+        else spec.get("jobTemplate", {}).get("rayClusterSpec")
+        if kind == "RayCronJob"
+        else None
+    )
+    return cluster["headGroupSpec"]["template"]["spec"] if cluster else None
 
 
 def inject(drill: str, obj: dict[str, Any]) -> dict[str, Any]:

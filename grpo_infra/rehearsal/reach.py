@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..job_wait import Kubectl, Say
 from ..k8s.access import RAY_METRICS_PORT
 from ..k8s.node_loss import DASHBOARD_PORT
 from ..kube.nodeimages import TOOLS_REF
@@ -31,8 +31,6 @@ GCS_PORT = 6379  # the head's GCS (`ray start --port`, KubeRay's default for the
 PORTS = {GCS_PORT: "GCS", DASHBOARD_PORT: "dashboard", RAY_METRICS_PORT: "metrics"}
 CONNECT_S = 3
 POD_TIMEOUT_S = 90
-Kubectl = Callable[..., str]
-Say = Callable[[str], None]
 
 
 class ReachError(Exception):

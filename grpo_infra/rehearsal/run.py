@@ -9,6 +9,7 @@ The rehearsal's stack file is written to a directory of its own; the project's a
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Callable
@@ -142,13 +143,10 @@ def run(
         # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
         kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)
         say(f"as the tenant: {tenant.identity(env.job.tenant)}")
-        admin = Paths(cluster.ROOT)
-
-        def admin_kubectl(*args: str, stdin: str | None = None, check: bool = True) -> str:
-            return cluster.kubectl(admin, *args, stdin=stdin, check=check)
+        admin = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
 
         def try_policy(ray_cluster: str) -> None:
-            reach.check(env, admin_kubectl, ray_cluster, cluster.load_state()["nodes"], say)
+            reach.check(env, admin, ray_cluster, cluster.load_state()["nodes"], say)
 
         outcome = job_wait.wait(
             env,

@@ -13,19 +13,15 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import job_wait
+from ..job_wait import REACTIVATE, Kubectl, Say
 from ..k8s.access import TENANT_ACCOUNT
 from ..k8s.labels import ray_token_secret_name
 from ..kube import cluster
 from ..kube.plan import KubeError, Paths
 from ..spec import Environment
-
-Kubectl = Callable[..., str]
-Say = Callable[[str], None]
-REACTIVATE = '{"spec":{"active":true}}'
 
 
 class TenantError(Exception):
