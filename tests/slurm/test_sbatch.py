@@ -13,6 +13,7 @@ import pytest
 from grpo_infra import verl
 from grpo_infra.slurmgen import SBATCH_PATH, render_files
 from grpo_infra.spec import Environment
+from tests.slurm import shell
 from tests.slurm.variants import SLURM_STACKS, disaggregated_variant, stack, variant
 
 SHELLCHECK = Path(sys.executable).with_name("shellcheck")
@@ -60,6 +61,32 @@ def test_bash_accepts_it(name: str, tmp_path: Path) -> None:
     path.write_text(_script(VARIANTS[name]))
     proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def _shipped(script: str) -> list[tuple[str, set[str]]]:
+    """Each `bash -c "$(declare -f A B ...); ENTRY"` of `script`: the entry and the functions shipped with it."""
+    joined = script.replace("\\\n", " ")
+    return [(m[2], set(m[1].split())) for m in re.finditer(r"declare -f ([\w ]+?)\s*\);\s*(\w+)", joined)]
+
+
+def _calls(script: str, name: str, defined: set[str]) -> set[str]:
+    """The script's own functions that the body of function `name` names (its comments aside)."""
+    body = _code(shell.function(script, name)).split("{", 1)[1]
+    return (set(re.findall(r"[A-Za-z_]\w*", body)) & defined) - {name}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_function_a_node_runs_is_shipped_to_it(name: str) -> None:
+    """A step's `bash -c` on another node knows only the functions `declare -f` sent it: one left out is "command
+    not found" there, and only on the path that calls it (a worker's second `ray start` ended a job so)."""
+    script = _script(VARIANTS[name])
+    defined = set(re.findall(r"^(\w+)\(\) \{", script, re.M))
+    steps = _shipped(script)
+    assert {entry for entry, _ in steps} >= {"prepare_node", "start_ray_node", "stop_ray_under"}
+    for entry, shipped in steps:
+        assert entry in shipped, f"{entry} runs on the nodes but is not shipped"
+        missing = {f: _calls(script, f, defined) - shipped for f in shipped}
+        assert not {f: m for f, m in missing.items() if m}, f"{entry}: called on the nodes but not shipped"
 
 
 @pytest.mark.parametrize("name", VARIANTS)
