@@ -1,10 +1,12 @@
 """Drills, in numbers: for each Kubernetes stack and each drill, `grpo-infra rehearse STACK --drill DRILL` on the
-local real nodes, one after another, and a table of what each fault cost: whether its cause reached the user in
+local real nodes, one after another, and two tables. A fault drill's: whether its cause reached the user in
 one line, how long Kueue had held the gang's GPUs when it did, how long until they were released, and what
-an unwatched gang would hold (waitForPodsReady's timeout once per admission).
+an unwatched gang would hold (waitForPodsReady's timeout once per admission). A node drill's: the step the
+node was lost at, when the new Ray cluster came, and how long the gang's GPUs sat idle until the new attempt
+checkpointed a step, against the stack's waitForPodsReady timeout + 1 min.
 
-Not a test: `sudo .venv/bin/python benchmarks/drills_bench.py [STACK ...] [--drill DRILL ...]` (about 4 min a
-drill). docs/rehearsal.md, "Drills", keeps the last table.
+Not a test: `sudo .venv/bin/python benchmarks/drills_bench.py [STACK ...] [--drill DRILL ...]` (2-7 min a
+drill). docs/rehearsal.md, "Drills", keeps the last tables.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from grpo_infra.rehearsal import drills
+from grpo_infra.rehearsal import drills, node_drills
 from grpo_infra.spec import load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +26,13 @@ CLI = str(Path(sys.executable).parent / "grpo-infra")
 KUBERNETES_STACKS = ("eks-prod", "gke-dev", "gke-disagg", "onprem-k8s", "local-k8s")
 
 
-def one(stack: str, drill: str, logs: Path) -> list[str]:
-    """Run one drill, keep its output (and its exit status and wall time) in `logs`, and read its row."""
+def run(stack: str, drill: str, logs: Path) -> str:
+    """Run one drill and keep its output (and its exit status and wall time) in `logs`."""
     started = time.monotonic()
     proc = subprocess.run([CLI, "rehearse", stack, "--drill", drill], cwd=ROOT, capture_output=True, text=True)
     out = proc.stdout + proc.stderr + f"\nexit={proc.returncode} wall={time.monotonic() - started:.0f}\n"
     (logs / f"{stack}-{drill}.log").write_text(out)
-    return row(stack, drill, out)
+    return out
 
 
 def row(stack: str, drill: str, out: str) -> list[str]:
@@ -50,29 +52,93 @@ def row(stack: str, drill: str, out: str) -> list[str]:
     return [stack, drill, verdict, held, released, total, drills.unwatched_hold(env), wall, cause]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stacks", nargs="*", default=list(KUBERNETES_STACKS))
-    parser.add_argument("--drill", action="append", choices=sorted(drills.DRILLS), default=None)
-    parser.add_argument("--logs", type=Path, default=Path("/tmp/grpo-drills"), help="each run's output")
-    parser.add_argument("--from-logs", action="store_true", help="tabulate the kept outputs in --logs, run nothing")
-    args = parser.parse_args(argv)
-    args.logs.mkdir(parents=True, exist_ok=True)
-    header = ["stack", "drill", "verdict", "held at the line", "released after", "in all", "unwatched", "wall", "line"]
-    rows = []
-    for stack in args.stacks:
-        for drill in args.drill or list(drills.DRILLS):
-            kept = args.logs / f"{stack}-{drill}.log"
-            if args.from_logs and not kept.is_file():
-                continue
-            rows.append(row(stack, drill, kept.read_text()) if args.from_logs else one(stack, drill, args.logs))
-            print(" | ".join(rows[-1]), flush=True)
+def node_row(stack: str, drill: str, out: str) -> list[str]:
+    """A node drill's row: stack, drill, verdict, node and step lost, new Ray cluster after, GPUs idle, goal, wall."""
+    text = re.sub(r"\s+", " ", out)
+    found = re.search(
+        rf"drill {drill} of {stack}: (\S+) lost at step (\d+); a new Ray cluster after (\d+)s; .*? the gang's GPUs "
+        r"idle (\d+)s; SUCCEEDED, resumed from step (\d+)",
+        text,
+    )
+    trailer = re.search(r"exit=(-?\d+) wall=(\d+)", text)
+    code, wall = (int(trailer[1]), f"{int(trailer[2]) / 60:.1f} min") if trailer else (None, "-")
+    env = load_stack(stack, ROOT).environment
+    assert env.kubernetes is not None
+    goal = env.kubernetes.pods_ready_timeout_minutes + 1
+    if not found:
+        why = re.search(rf"(drill {drill} of {stack}: .*?|error: .*?)(?= exit=|$)", text)
+        return [
+            stack,
+            drill,
+            f"FAILED (exit {code})",
+            "-",
+            "-",
+            "-",
+            f"{goal} min",
+            wall,
+            (why[0] if why else "")[:200],
+        ]
+    node, step, new_cluster, idle, resumed = found.groups()
+    verdict = "passed" if code in (0, None) and int(idle) <= goal * 60 else f"FAILED (exit {code})"
+    return [
+        stack,
+        drill,
+        verdict,
+        f"{node} at step {step}",
+        f"{new_cluster}s",
+        f"{idle}s",
+        f"{goal} min",
+        wall,
+        f"resumed from step {resumed}",
+    ]
+
+
+def table(header: list[str], rows: list[list[str]]) -> None:
     print()
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for cells in rows:
         print("| " + " | ".join(cells) + " |")
-    return 0 if all(r[2] == "passed" for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    every = [*drills.DRILLS, *node_drills.NODE_DRILLS]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stacks", nargs="*", default=list(KUBERNETES_STACKS))
+    parser.add_argument("--drill", action="append", choices=every, default=None)
+    parser.add_argument("--logs", type=Path, default=Path("/tmp/grpo-drills"), help="each run's output")
+    parser.add_argument("--from-logs", action="store_true", help="tabulate the kept outputs in --logs, run nothing")
+    args = parser.parse_args(argv)
+    args.logs.mkdir(parents=True, exist_ok=True)
+    faults, losses = [], []
+    for stack in args.stacks:
+        for drill in args.drill or every:
+            kept = args.logs / f"{stack}-{drill}.log"
+            if args.from_logs and not kept.is_file():
+                continue
+            out = kept.read_text() if args.from_logs else run(stack, drill, args.logs)
+            rows = losses if drill in node_drills.NODE_DRILLS else faults
+            rows.append((node_row if drill in node_drills.NODE_DRILLS else row)(stack, drill, out))
+            print(" | ".join(rows[-1]), flush=True)
+    if faults:
+        table(
+            ["stack", "drill", "verdict", "held at the line", "released after", "in all", "unwatched", "wall", "line"],
+            faults,
+        )
+    if losses:
+        header = [
+            "stack",
+            "drill",
+            "verdict",
+            "lost",
+            "new Ray cluster after",
+            "GPUs idle until a step resumed",
+            "goal (waitForPodsReady + 1 min)",
+            "wall",
+            "resume",
+        ]
+        table(header, losses)
+    return 0 if all(r[2] == "passed" for r in faults + losses) else 1
 
 
 if __name__ == "__main__":

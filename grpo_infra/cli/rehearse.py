@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,6 +13,7 @@ from ..rehearsal.plan import Rehearsal
 from .common import RootOption, console, fail, load, project_root, wide_console
 
 if TYPE_CHECKING:
+    from ..rehearsal.node_drills import Loss
     from ..spec import Environment
 
 
@@ -29,7 +31,9 @@ def rehearse(
             "--drill",
             help="Put one fault into the stack's Ray object (head-init: its head's first init container exits 1; "
             "image: its head's image tag exists nowhere) and show what it costs: the one line and how long the "
-            "gang's GPUs were held before they were released (docs/rehearsal.md, 'Drills').",
+            "gang's GPUs were held before they were released; or lose a node mid-run (worker-node: a GPU node "
+            "dies and boots again; head-node: the head's node dies for good) and show how long the gang's GPUs "
+            "sat idle until training resumed (docs/rehearsal.md, 'Drills').",
         ),
     ] = None,
     root: RootOption = None,
@@ -39,20 +43,24 @@ def rehearse(
     from ..image.build import BuildError
     from ..image.oci import OCIError
     from ..job_wait import WaitError
-    from ..rehearsal import drills
+    from ..rehearsal import drills, node_drills
     from ..rehearsal.plan import rehearsal
     from ..rehearsal.reach import ReachError
     from ..rehearsal.scale import factors, local_allocatable
     from ..rehearsal.slurm_plan import slurm_rehearsal
     from ..rehearsal.tenant import TenantError
 
-    if drill is not None and drill not in drills.DRILLS:
-        fail(f"--drill: no drill {drill!r}; drills: {', '.join(drills.DRILLS)}")
+    known = [*drills.DRILLS, *node_drills.NODE_DRILLS]
+    if drill is not None and drill not in known:
+        fail(f"--drill: no drill {drill!r}; drills: {', '.join(known)}")
     env = load(stack, root).environment
     if drill is not None and env.target != "kubernetes":
         fail("--drill: drills run on the Kubernetes stacks only")
     try:
         planned = slurm_rehearsal(stack, env) if env.target == "slurm" else rehearsal(stack, env)
+        if drill in node_drills.NODE_DRILLS:
+            planned = node_drills.with_long_probe(planned)
+            planned = replace(planned, substitutions=(*planned.substitutions, node_drills.substitution(drill, env)))
         by = factors(planned.env, local_allocatable()) if env.target == "kubernetes" else {}
     except ValueError as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"))
@@ -71,21 +79,25 @@ def rehearse(
     from ..rehearsal.run import run
 
     if drill is not None:
-        console.print(f"drill {drill}: {drills.DRILLS[drill]}", highlight=False)
+        console.print(f"drill {drill}: {({**drills.DRILLS, **node_drills.NODE_DRILLS})[drill]}", highlight=False)
     try:
-        outcome = run(
+        outcome, loss = run(
             planned, by, project_root(root), lambda line: console.print(line, highlight=False), keep=keep, drill=drill
         )
     except WaitError as exc:
-        if drill is None:
+        if drill is None or drill in node_drills.NODE_DRILLS:
             fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
         _drill_verdict(stack, drill, str(exc), env)
         return
     except (KubeError, EngineError, BuildError, OCIError, TenantError, ReachError) as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
+    from .. import probe_report
+
+    if loss is not None:
+        _node_drill_verdict(stack, loss, outcome.job, outcome.log)
+        return
     if drill is not None:
         fail(f"drill {drill} of {stack}: the run went on as if nothing was wrong; the fault went unnoticed", code=1)
-    from .. import probe_report
 
     title = f"rehearsal of {stack}: rayjob {planned.env.job.tenant}/{planned.env.job.name} {outcome.status}"
     if probe_report.events(outcome.log):
@@ -131,3 +143,17 @@ def _drill_verdict(stack: str, drill: str, line: str, env: Environment) -> None:
         f"{drills.unwatched_hold(env)})",
         highlight=False,
     )
+
+
+def _node_drill_verdict(stack: str, loss: Loss, job: dict[str, Any], log: str) -> None:
+    """The node drill's account: passed when the job SUCCEEDED after the lost node's attempt failed and the new
+    attempt resumed from the checkpoint the node died at (or later), with how long the GPUs sat idle."""
+    from .. import probe_report
+    from ..rehearsal import node_drills
+
+    starts = [e for e in probe_report.events(log) if e.get("event") in ("resume", "start")]
+    resumed_from = starts[0].get("from_step", 0) if starts else None
+    why = node_drills.passed(loss, job, resumed_from)
+    if why is not None:
+        fail(escape(f"drill {loss.drill} of {stack}: {why}"), code=1)
+    console.print(escape(f"{loss.line(stack)}; SUCCEEDED, resumed from step {resumed_from}"), highlight=False)

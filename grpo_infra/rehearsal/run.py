@@ -23,7 +23,7 @@ from ..kube import cluster, images, nodeimages
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
-from . import drills, reach, tenant
+from . import drills, node_drills, reach, tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -73,7 +73,7 @@ def program(rehearsal: Rehearsal, by: dict[str, Factor], drill: str | None = Non
             if not args.type_.startswith("kubernetes:") or "kind" not in props:
                 return None
             scaled = scale_object(rehearsal.env, _plain_copy(dict(props)), by)
-            if drill is not None:
+            if drill in drills.DRILLS:
                 scaled = drills.inject(drill, scaled)
             return pulumi.ResourceTransformResult(props=scaled, opts=args.opts)
 
@@ -111,9 +111,11 @@ def run(
     *,
     keep: bool = False,
     drill: str | None = None,
-) -> job_wait.Outcome:
-    """Build, boot, deploy, follow the run to its end, then destroy and tear down (unless `keep`). With `drill`,
-    the drill's fault is in the Ray object and the run ends in the WaitError that shows it."""
+) -> tuple[job_wait.Outcome, node_drills.Loss | None]:
+    """Build, boot, deploy, follow the run to its end, then destroy and tear down (unless `keep`). With a fault
+    `drill`, the drill's fault is in the Ray object and the run ends in the WaitError that shows it; with a node
+    drill, a node of the running gang is lost (node_drills.py) and the run is followed as `up --wait` follows
+    it (retries and all), without the policy's clients or the tenant's steps; its account is returned."""
     from ..image.build import build
 
     stack, env = rehearsal.stack, rehearsal.env
@@ -148,20 +150,29 @@ def run(
         def try_policy(ray_cluster: str) -> None:
             reach.check(env, admin, ray_cluster, cluster.load_state()["nodes"], say)
 
-        outcome = job_wait.wait(
-            env,
-            kubectl,
-            say,
-            timeout=1800,
-            unschedulable_after=UNSCHEDULABLE_S,
-            first_failure=True,
-            once_running=try_policy,
-            release=True,
-        )
-        tenant.run_steps(env, kubectl, say)
+        if drill in node_drills.NODE_DRILLS:
+            assert env.job.checkpoint.volume is not None and env.job.checkpoint.volume.host_path
+            lose = node_drills.NodeLossDrill(drill, env, admin, Path(env.job.checkpoint.volume.host_path), say)
+            try:
+                outcome = job_wait.wait(env, kubectl, say, timeout=1800, once_running=lose.start, release=True)
+            finally:
+                loss = lose.finish(keep)
+        else:
+            loss = None
+            outcome = job_wait.wait(
+                env,
+                kubectl,
+                say,
+                timeout=1800,
+                unschedulable_after=UNSCHEDULABLE_S,
+                first_failure=True,
+                once_running=try_policy,
+                release=True,
+            )
+            tenant.run_steps(env, kubectl, say)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
-        return outcome
+        return outcome, loss
     finally:
         if not keep:
             cluster.down()
