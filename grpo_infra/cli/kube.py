@@ -11,6 +11,7 @@ import typer
 from ..kube import cluster as kube
 from ..kube.plan import KubeError
 from .common import RootOption, console, fail, load
+from .lab import KeepOnFailureOption, add_lab_verbs
 
 app = typer.Typer(
     help="A local Kubernetes (etcd, API server, scheduler, controller manager, Kueue, KubeRay, and the "
@@ -52,6 +53,7 @@ def up(
     nodes: NodesOption = "auto",
     cpu_nodes: CpuNodesOption = 1,
     operators: OperatorsOption = "auto",
+    keep_on_failure: KeepOnFailureOption = False,
     root: RootOption = None,
 ) -> None:
     """Start the cluster (cleaning up any earlier one first) and wait until nodes and operators are ready."""
@@ -61,7 +63,14 @@ def up(
     if operators not in kube.OPERATOR_MODES:
         fail(f"--operators must be one of {', '.join(kube.OPERATOR_MODES)}, not {operators!r}")
     try:
-        state = kube.up(stack, loaded.environment, nodes=nodes, cpu_nodes=cpu_nodes, operators=operators)
+        state = kube.up(
+            stack,
+            loaded.environment,
+            nodes=nodes,
+            cpu_nodes=cpu_nodes,
+            operators=operators,
+            keep_on_failure=keep_on_failure,
+        )
     except KubeError as exc:
         fail(str(exc))
     if state.get("images_note"):
@@ -94,51 +103,4 @@ def load_images(
         console.print(f"loaded {path} into every node", highlight=False)
 
 
-NodeArgument = Annotated[str, typer.Argument(help="A node of the local cluster (kubectl get nodes).")]
-
-
-@app.command("kill-node")
-def kill_node(name: NodeArgument) -> None:
-    """Kill a real node the way a machine dies (kubelet, containerd, containers at once): a node-loss drill."""
-    try:
-        killed = kube.kill_node(name)
-    except KubeError as exc:
-        fail(str(exc), code=1)
-    console.print(f"killed {len(killed)} processes of node {name}; it goes NotReady once its heartbeats stop")
-
-
-@app.command("boot-node")
-def boot_node(name: NodeArgument) -> None:
-    """Start a killed node again, as a machine that rebooted (its disks kept)."""
-    try:
-        kube.boot_node(name)
-    except KubeError as exc:
-        fail(str(exc), code=1)
-    console.print(f"booted node {name}")
-
-
-@app.command()
-def down() -> None:
-    """Stop every process of the local cluster and remove its files."""
-    for line in kube.down():
-        console.print(line, highlight=False)
-    console.print("kube down")
-
-
-@app.command()
-def status() -> None:
-    """The cluster's processes and its nodes as the API server sees them."""
-    try:
-        console.print(kube.status(), highlight=False, markup=False)
-    except KubeError as exc:
-        fail(str(exc), code=1)
-
-
-@app.command()
-def env() -> None:
-    """Print shell exports that point kubectl and pulumi at the local cluster (use with eval)."""
-    try:
-        text = kube.env_exports()
-    except KubeError as exc:
-        fail(str(exc), code=1)
-    typer.echo(text)
+add_lab_verbs(app, kube, KubeError, "kube")  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Annotated
 
@@ -10,6 +9,7 @@ import typer
 
 from .. import sandbox
 from .common import RootOption, console, fail, load
+from .lab import KeepOnFailureOption, add_lab_verbs
 
 app = typer.Typer(
     help="A local Slurm cluster (slurmctld + one slurmd per network namespace) to run the rendered sbatch on.",
@@ -21,12 +21,17 @@ NodesOption = Annotated[int, typer.Option("--nodes", min=1, help="Number of simu
 
 
 @app.command()
-def up(stack: StackOption = "local-slurm", nodes: NodesOption = 3, root: RootOption = None) -> None:
+def up(
+    stack: StackOption = "local-slurm",
+    nodes: NodesOption = 3,
+    keep_on_failure: KeepOnFailureOption = False,
+    root: RootOption = None,
+) -> None:
     """Build the sandbox (cleaning up any earlier one first) and wait until every node is idle."""
     loaded = load(stack, root)
     started = time.monotonic()
     try:
-        plan = sandbox.up(stack, loaded.environment, nodes)
+        plan = sandbox.up(stack, loaded.environment, nodes, keep_on_failure=keep_on_failure)
     except sandbox.SandboxError as exc:
         fail(str(exc))
     console.print(
@@ -39,30 +44,4 @@ def up(stack: StackOption = "local-slurm", nodes: NodesOption = 3, root: RootOpt
     console.print(f'use it with: eval "$(grpo-infra sandbox env)"; sbatch {plan.sbatch}', highlight=False)
 
 
-@app.command()
-def down() -> None:
-    """Stop every sandbox process and remove its namespaces, links, hosts entries and files."""
-    if os.geteuid() != 0:
-        fail("the sandbox's namespaces and daemons belong to root: run `down` as root")
-    for line in sandbox.down():
-        console.print(line, highlight=False)
-    console.print("sandbox down")
-
-
-@app.command()
-def status() -> None:
-    """The sandbox's nodes as `sinfo` sees them."""
-    try:
-        console.print(sandbox.sinfo(), highlight=False, markup=False)
-    except sandbox.SandboxError as exc:
-        fail(str(exc), code=1)
-
-
-@app.command()
-def env() -> None:
-    """Print shell exports that point sbatch/squeue/scontrol/sinfo at the sandbox (use with eval)."""
-    try:
-        text = sandbox.env_exports()
-    except sandbox.SandboxError as exc:
-        fail(str(exc), code=1)
-    typer.echo(text)
+add_lab_verbs(app, sandbox, sandbox.SandboxError, "sandbox")  # type: ignore[arg-type]

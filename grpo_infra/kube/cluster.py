@@ -30,7 +30,8 @@ import yaml
 from ..engine import Settings
 from ..image.oci import OCIError
 from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
-from ..localnode import teardown
+from ..localnode import bringup, teardown
+from ..localnode.bringup import BringUp
 from ..processes import pid_of, wait_for
 from ..spec import Environment, load_stack
 from . import images, netpolicy, nodeimages, operator_images, realnodes
@@ -254,8 +255,11 @@ def up(
     archives: list[Path] | None = None,
     cpu_nodes: int = 1,
     operators: str = "processes",
+    keep_on_failure: bool = False,
 ) -> dict[str, Any]:
-    """Start the cluster for `stack` and wait until its nodes are Ready (and, as processes, both operators serve).
+    """Start the cluster for `stack` and wait until its nodes are Ready (and, as processes, both operators serve),
+    in named steps (grpo_infra/localnode/bringup.py): the failing one named, the logs copied out, then torn down
+    unless `keep_on_failure`.
     `nodes`: `real` (kubelets and containers), `fake` (KWOK), or `auto` (real where possible).
     `operators`: `processes` (Kueue and KubeRay on the host, their CRDs applied here), `charts` (real nodes
     only: nothing of theirs yet; `grpo-infra up` installs both from the stack's Helm charts, as on a cloud),
@@ -273,13 +277,11 @@ def up(
     _ports_free()
     paths = Paths(root)
     started = time.monotonic()
-    try:
-        state = _bring_up(stack, env, paths, timeout, mode, archives, cpu_nodes, operators)
-        if why_fake:
-            state["fake_because"] = why_fake
-    except BaseException:
-        down(root)
-        raise
+    bring = BringUp("kube", root, lambda: down(root), KubeError, keep=keep_on_failure)
+    state = _bring_up(stack, env, paths, timeout, mode, archives, cpu_nodes, operators, bring)
+    if why_fake:
+        state["fake_because"] = why_fake
+    state["steps"] = bring.seconds
     state["seconds"] = round(time.monotonic() - started, 1)
     paths.state.write_text(json.dumps(state, indent=2) + "\n")
     return state
@@ -294,11 +296,72 @@ def _bring_up(
     archives: list[Path] | None,
     cpu_nodes: int,
     operators: str,
+    bring: BringUp,
 ) -> dict[str, Any]:
+    with bring.step("files"):
+        state = _files(stack, env, paths, mode, cpu_nodes, operators)
+    planned = real_nodes(env, cpu_nodes=cpu_nodes) if mode == "real" else []
+    pki = Pki(paths.pki)
+    created_outside: list[str] = state["created_outside_root"]
+    if planned:
+        # The network first: the API server's forward and the DNS server bind the bridge.
+        with bring.step("network"):
+            realnodes.wrap(lambda: realnodes.build_network(planned))
+            realnodes.wrap(realnodes.forward_apiserver)
+    with bring.step("control plane"):
+        _start_control_plane(paths, pki, timeout)
+    if operators == "processes":
+        # Namespaces the operators and tests expect, then the CRDs (established before any CR is made); from
+        # their charts instead, `grpo-infra up` makes both (a chart's CRDs must not exist before its release).
+        with bring.step("CRDs"):
+            apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
+            # validate=false: the API server still checks the CRDs; kubectl skips fetching the OpenAPI
+            # document, which is slow to build while these large CRDs are being added.
+            apply(paths, crds(pki.ca.read_bytes()), validate="false")
+            kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
+
+    if planned:
+        notes: list[str] = []
+        with bring.step("images"):
+            if archives is None and operators == "charts":
+                archives = [*operator_images.ensure_all(), *_job_archive(env, stack, notes)]
+        # NetworkPolicy is enforced where the operators run as pods, as on a cloud: a policy cannot name an
+        # operator that runs as a process of this machine, so the host-process operators would be cut off.
+        enforce = operators == "charts"
+        with bring.step("real nodes"):
+            names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes, enforce)
+        if enforce:
+            state["network_policy"] = netpolicy.version()
+        if notes:
+            state["images_note"] = notes[0]
+        paths.state.write_text(json.dumps(state) + "\n")
+    else:
+        with bring.step("KWOK nodes"):
+            _start_kwok(paths)
+            fakes = fake_nodes(env, cpu_nodes)
+            apply(paths, fakes)
+            names = [n["metadata"]["name"] for n in fakes]
+    if operators == "processes":
+        with bring.step("Kueue"):
+            _start_kueue(paths, pki, env, created_outside, timeout)
+            paths.state.write_text(json.dumps(state) + "\n")
+        with bring.step("KubeRay"):
+            _start_kuberay(paths, timeout, dns=bridge_address() if planned else None)
+    with bring.step("nodes Ready"):
+        kubectl(paths, "wait", "--for=condition=Ready", *[f"node/{n}" for n in names], f"--timeout={int(timeout)}s")
+        if planned:
+            kubectl(paths, "label", "node", "--overwrite", *names, *[f"{k}={v}" for k, v in MANAGED_BY.items()])
+            _wait_devices(paths, planned, timeout)
+    state["nodes"] = names
+    return state
+
+
+def _files(stack: str, env: Environment, paths: Paths, mode: str, cpu_nodes: int, operators: str) -> dict[str, Any]:
+    """The cluster's root: its certificates, kubeconfig, Pulumi passphrase and first state."""
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.config("x").parent.mkdir(parents=True, exist_ok=True)
     planned = real_nodes(env, cpu_nodes=cpu_nodes) if mode == "real" else []
-    pki = write_pki(
+    write_pki(
         paths.pki,
         ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
         [LOOPBACK, "10.96.0.1", *([bridge_address()] if planned else [])],
@@ -320,48 +383,6 @@ def _bring_up(
         "created_outside_root": created_outside,
     }
     paths.state.write_text(json.dumps(state) + "\n")
-    if planned:
-        # The network first: the API server's forward and the DNS server bind the bridge.
-        realnodes.wrap(lambda: realnodes.build_network(planned))
-        realnodes.wrap(realnodes.forward_apiserver)
-
-    _start_control_plane(paths, pki, timeout)
-    if operators == "processes":
-        # Namespaces the operators and tests expect, then the CRDs (established before any CR is made); from
-        # their charts instead, `grpo-infra up` makes both (a chart's CRDs must not exist before its release).
-        apply(paths, [_namespace(KUEUE_NAMESPACE), _namespace(KUBERAY_NAMESPACE)])
-        # validate=false: the API server still checks the CRDs; kubectl skips fetching the OpenAPI
-        # document, which is slow to build while these large CRDs are being added.
-        apply(paths, crds(pki.ca.read_bytes()), validate="false")
-        kubectl(paths, "wait", "--for=condition=Established", "crd", "--all", f"--timeout={int(timeout)}s")
-
-    if planned:
-        notes: list[str] = []
-        if archives is None and operators == "charts":
-            archives = [*operator_images.ensure_all(), *_job_archive(env, stack, notes)]
-        # NetworkPolicy is enforced where the operators run as pods, as on a cloud: a policy cannot name an
-        # operator that runs as a process of this machine, so the host-process operators would be cut off.
-        enforce = operators == "charts"
-        names = _start_real_nodes(stack, env, paths, planned, created_outside, timeout, archives, notes, enforce)
-        if enforce:
-            state["network_policy"] = netpolicy.version()
-        if notes:
-            state["images_note"] = notes[0]
-        paths.state.write_text(json.dumps(state) + "\n")
-    else:
-        _start_kwok(paths)
-        fakes = fake_nodes(env, cpu_nodes)
-        apply(paths, fakes)
-        names = [n["metadata"]["name"] for n in fakes]
-    if operators == "processes":
-        _start_kueue(paths, pki, env, created_outside, timeout)
-        paths.state.write_text(json.dumps(state) + "\n")
-        _start_kuberay(paths, timeout, dns=bridge_address() if planned else None)
-    kubectl(paths, "wait", "--for=condition=Ready", *[f"node/{n}" for n in names], f"--timeout={int(timeout)}s")
-    if planned:
-        kubectl(paths, "label", "node", "--overwrite", *names, *[f"{k}={v}" for k, v in MANAGED_BY.items()])
-        _wait_devices(paths, planned, timeout)
-    state["nodes"] = names
     return state
 
 
@@ -741,6 +762,8 @@ def status(root: Path = ROOT) -> str:
         f"local cluster of stack {state['stack']} at {server_url()} (up in {state.get('seconds', '?')}s), "
         f"{mode} nodes" + (f" ({state['fake_because']})" if state.get("fake_because") else "")
     ]
+    if state.get("steps"):
+        lines.append("  bring-up: " + ", ".join(f"{name} {seconds}s" for name, seconds in state["steps"].items()))
     charts = state.get("operators") == "charts"
     if charts:
         lines.append(
@@ -764,6 +787,13 @@ def status(root: Path = ROOT) -> str:
     jobs = kubectl(paths, "get", "rayjobs", "-A", check=False).rstrip()
     lines.append(jobs or "no RayJobs")
     return "\n".join(lines)
+
+
+def export_logs(dest: Path, root: Path = ROOT) -> list[Path]:
+    """Copy the cluster's logs to `dest`: its control plane's and operators', and each real node's (kubelet,
+    containerd, device plugin, NetworkPolicy agent, boot)."""
+    load_state(root)
+    return bringup.export_logs(root, dest)
 
 
 def env_exports(root: Path = ROOT) -> str:

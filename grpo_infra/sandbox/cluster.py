@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import synth
-from ..localnode import add_bridge, attach, check_subnet_free, kill_namespace, teardown
+from ..localnode import add_bridge, attach, bringup, check_subnet_free, kill_namespace, teardown
 from ..localnode import namespace_pids as namespace_pids
 from ..localnode import namespaces as _namespaces
+from ..localnode.bringup import BringUp
 from ..localnode.run import LocalNodeError, run
 from ..processes import wait_for
 from ..slurmgen import SBATCH_PATH
@@ -106,8 +107,11 @@ def up(
     root: Path = ROOT,
     timeout: float = 60,
     files: dict[str, str] | None = None,
+    keep_on_failure: bool = False,
 ) -> Plan:
-    """Build the sandbox for `stack` with `nodes` nodes and wait until every node is idle in Slurm.
+    """Build the sandbox for `stack` with `nodes` nodes and wait until every node is idle in Slurm: named steps
+    (grpo_infra/localnode/bringup.py), the failing one named, its logs copied out, then torn down unless
+    `keep_on_failure`.
 
     `files` defaults to the stack's rendered files (`synth.render` of the sandbox's view of it).
     """
@@ -122,22 +126,22 @@ def up(
     for needed in ("slurm/slurm.conf", "slurm/gres.conf", SBATCH_PATH):
         if needed not in files:
             raise SandboxError(f"stack {stack} renders no {needed}; the sandbox runs the rendered Slurm files")
-    try:
+    bring = BringUp("sandbox", root, lambda: down(root), SandboxError, keep=keep_on_failure)
+    with bring.step("files"):
         created = _write_files(plan, files)
         _write_state(plan, created)
         _add_hosts_block(plan)
+    with bring.step("munge"):
         _start_munge(plan)
-        try:
-            _build_network(plan)
-        except LocalNodeError as exc:
-            raise SandboxError(str(exc)) from None
+    with bring.step("network"):
+        _build_network(plan)
+    with bring.step("slurmctld"):
         _start_controller(plan)
+    with bring.step("slurmd"):
         for node in plan.nodes:
             start_node(node.name, root=root)
         wait_for_nodes(plan, timeout=timeout)
-    except BaseException:
-        down(root)
-        raise
+    _write_state(plan, created, steps=bring.seconds)
     return plan
 
 
@@ -184,7 +188,7 @@ def _first_missing_parent(path: Path) -> Path | None:
     return top
 
 
-def _write_state(plan: Plan, created: list[str]) -> None:
+def _write_state(plan: Plan, created: list[str], steps: dict[str, float] | None = None) -> None:
     state = {
         "stack": plan.stack,
         "subnet": str(plan.subnet),
@@ -195,6 +199,8 @@ def _write_state(plan: Plan, created: list[str]) -> None:
         "sbatch": str(plan.sbatch),
         "checkpoint_dir": plan.env.job.checkpoint.dir,
         "created_outside_root": created,
+        # Each bring-up step's seconds (grpo_infra/localnode/bringup.py), once every step is done.
+        **({"steps": steps} if steps else {}),
     }
     plan.state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
 
@@ -293,9 +299,26 @@ def start_node(name: str, *, root: Path = ROOT) -> None:
         subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=30)
 
 
-def kill_node(name: str, *, root: Path = ROOT) -> list[int]:
+def kill_node(name: str, root: Path = ROOT) -> list[int]:
     """Kill every process on one node (its slurmd, job steps and Ray), as if the machine died."""
+    _node_of(name, root)
     return kill_namespace(Node.namespace_of(name))
+
+
+def boot_node(name: str, root: Path = ROOT) -> None:
+    """A killed node comes back as a rebooted machine: its slurmd starts again and registers (its job steps
+    and Ray do not come back; Slurm decides what happens to the job it was running)."""
+    _node_of(name, root)
+    if namespace_pids(Node.namespace_of(name)):
+        raise SandboxError(f"node {name} is running: kill it first (`grpo-infra sandbox kill-node {name}`)")
+    start_node(name, root=root)
+
+
+def _node_of(name: str, root: Path) -> None:
+    """Refuses a name that is not a node of the running sandbox, naming the ones that are."""
+    nodes = [str(n["name"]) for n in load_state(root)["nodes"]]  # type: ignore[attr-defined]
+    if name not in nodes:
+        raise SandboxError(f"no node {name!r} in the sandbox; its nodes: {', '.join(nodes)}")
 
 
 def node_states(root: Path = ROOT) -> dict[str, str]:
@@ -359,10 +382,19 @@ def down(root: Path = ROOT) -> list[str]:
 # ------------------------------------------------------------------------------------ status / env
 
 
-def sinfo(root: Path = ROOT) -> str:
-    """`sinfo` of the sandbox, one line per node."""
+def status(root: Path = ROOT) -> str:
+    """`sinfo` of the sandbox, one line per node, and where its bring-up's time went."""
+    state = load_state(root)
+    steps = state.get("steps") or {}
+    took = ", ".join(f"{name} {seconds}s" for name, seconds in steps.items())  # type: ignore[union-attr]
+    text = _run(["sinfo", "-N", "-l"], env=slurm_env(root), check=False)
+    return text + (f"bring-up: {took}\n" if took else "")
+
+
+def export_logs(dest: Path, root: Path = ROOT) -> list[Path]:
+    """Copy the sandbox's logs (slurmctld's, each slurmd's, munge's, each job's Ray start-up) to `dest`."""
     load_state(root)
-    return _run(["sinfo", "-N", "-l"], env=slurm_env(root), check=False)
+    return bringup.export_logs(root, dest)
 
 
 def env_exports(root: Path = ROOT) -> str:
