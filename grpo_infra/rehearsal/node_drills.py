@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..kube import cluster
+from ..kube import cluster, realnodes
 from ..probe import LATEST
 from ..spec import Environment
 from .plan import Rehearsal, Substitution
@@ -35,6 +35,7 @@ REPLACED_AFTER_S = 60
 PROBE = {"steps": 10, "stepSeconds": 6}
 # How long each wait of the drill may take before it is named as the drill's failure.
 WAIT_S = 900
+JOIN_S = 120
 NODE_DRILLS = {
     "worker-node": f"a GPU node of the running gang dies like a machine at step {KILL_AT_STEP} and boots again "
     f"{REPLACED_AFTER_S} s later (the cloud's replacement)",
@@ -117,14 +118,21 @@ class NodeLossDrill:
         self._thread = threading.Thread(target=self._run, args=(ray_cluster,), daemon=True)
         self._thread.start()
 
-    def finish(self, keep: bool) -> Loss:
-        """The drill's account, once the run has ended (and, with `keep`, its dead node booted again)."""
+    def finish(self) -> Loss:
+        """The drill's account, once the run has ended. A node still dead is booted again: its pods stay
+        Terminating until a kubelet answers for them, and `destroy` would wait for ever on their namespace."""
         if self._thread is not None:
-            self._thread.join(timeout=WAIT_S)
+            # The new attempt's first step comes before its end: the drill has seen it by now, or never will.
+            self._thread.join(timeout=JOIN_S)
+            if self._thread.is_alive() and not self.loss.error:
+                self.loss.error = (
+                    "the run ended while the drill still waited for a new Ray cluster or a step after the loss"
+                )
         elif not self.loss.error:
             self.loss.error = "the job never ran, so no node was lost"
-        if keep and self.loss.drill == "head-node" and self.loss.node:
+        if self.loss.node and not realnodes.node_pids(self.loss.node):
             cluster.boot_node(self.loss.node)
+            self._say(f"drill {self.loss.drill}: {self.loss.node} booted again, the run over")
         return self.loss
 
     def _run(self, first: str) -> None:

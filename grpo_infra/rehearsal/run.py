@@ -156,7 +156,7 @@ def run(
             try:
                 outcome = job_wait.wait(env, kubectl, say, timeout=1800, once_running=lose.start, release=True)
             finally:
-                loss = lose.finish(keep)
+                loss = lose.finish()
         else:
             loss = None
             outcome = job_wait.wait(
