@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from kube_bench import cluster_rss_mib
+
 from grpo_infra.rehearsal import drills, node_drills
 from grpo_infra.spec import load_stack
 
@@ -27,16 +29,31 @@ KUBERNETES_STACKS = ("eks-prod", "gke-dev", "gke-disagg", "onprem-k8s", "local-k
 
 
 def run(stack: str, drill: str, logs: Path) -> str:
-    """Run one drill and keep its output (and its exit status and wall time) in `logs`."""
+    """Run one drill and keep its output (and its exit status, wall time and the local cluster's peak resident
+    memory, sampled every 2 s: kube_bench.py `cluster_rss_mib`) in `logs`."""
     started = time.monotonic()
-    proc = subprocess.run([CLI, "rehearse", stack, "--drill", drill], cwd=ROOT, capture_output=True, text=True)
-    out = proc.stdout + proc.stderr + f"\nexit={proc.returncode} wall={time.monotonic() - started:.0f}\n"
-    (logs / f"{stack}-{drill}.log").write_text(out)
-    return out
+    kept = logs / f"{stack}-{drill}.log"
+    peak = 0.0
+    with kept.open("w") as sink:
+        proc = subprocess.Popen(
+            [CLI, "rehearse", stack, "--drill", drill], cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True
+        )
+        while proc.poll() is None:
+            peak = max(peak, cluster_rss_mib())
+            time.sleep(2)
+    with kept.open("a") as sink:
+        sink.write(f"\nexit={proc.returncode} wall={time.monotonic() - started:.0f} peak_mib={peak:.0f}\n")
+    return kept.read_text()
+
+
+def peak_memory(text: str) -> str:
+    found = re.search(r"peak_mib=(\d+)", text)
+    return f"{int(found[1]) / 1024:.1f} GiB" if found else "-"
 
 
 def row(stack: str, drill: str, out: str) -> list[str]:
-    """A drill's row from its output: stack, drill, verdict, held, released, in all, unwatched, wall, the cause."""
+    """A drill's row from its output: stack, drill, verdict, held, released, in all, unwatched, wall, peak memory,
+    the cause."""
     # The CLI wraps its lines at 140 columns when not on a terminal: read them as one text.
     text = re.sub(r"\s+", " ", out)
     found = re.search(r"rayjob \S+: (pod .*?); the gang's GPUs held \d+s.*?(\)\)|$)", text)
@@ -49,11 +66,12 @@ def row(stack: str, drill: str, out: str) -> list[str]:
     released = "-" if got.released_s is None else f"{got.released_s}s"
     total = "-" if not got.passed else f"{(got.held_s or 0) + (got.released_s or 0)}s"
     verdict = "passed" if code in (0, None) and got.passed else f"FAILED (exit {code})"
-    return [stack, drill, verdict, held, released, total, drills.unwatched_hold(env), wall, cause]
+    return [stack, drill, verdict, held, released, total, drills.unwatched_hold(env), wall, peak_memory(text), cause]
 
 
 def node_row(stack: str, drill: str, out: str) -> list[str]:
-    """A node drill's row: stack, drill, verdict, node and step lost, new Ray cluster after, GPUs idle, goal, wall."""
+    """A node drill's row: stack, drill, verdict, node and step lost, new Ray cluster after, GPUs idle, goal, wall,
+    peak memory, the resume."""
     text = re.sub(r"\s+", " ", out)
     found = re.search(
         rf"drill {drill} of {stack}: (\S+) lost at step (\d+); a new Ray cluster after (\d+)s; .*? the gang's GPUs "
@@ -76,6 +94,7 @@ def node_row(stack: str, drill: str, out: str) -> list[str]:
             "-",
             f"{goal} min",
             wall,
+            peak_memory(text),
             (why[0] if why else "")[:200],
         ]
     node, step, new_cluster, idle, resumed = found.groups()
@@ -89,6 +108,7 @@ def node_row(stack: str, drill: str, out: str) -> list[str]:
         f"{idle}s",
         f"{goal} min",
         wall,
+        peak_memory(text),
         f"resumed from step {resumed}",
     ]
 
@@ -122,7 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             print(" | ".join(rows[-1]), flush=True)
     if faults:
         table(
-            ["stack", "drill", "verdict", "held at the line", "released after", "in all", "unwatched", "wall", "line"],
+            [
+                "stack",
+                "drill",
+                "verdict",
+                "held at the line",
+                "released after",
+                "in all",
+                "unwatched",
+                "wall",
+                "peak memory",
+                "line",
+            ],
             faults,
         )
     if losses:
@@ -135,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             "GPUs idle until a step resumed",
             "goal (waitForPodsReady + 1 min)",
             "wall",
+            "peak memory",
             "resume",
         ]
         table(header, losses)
