@@ -37,6 +37,13 @@ NO_DEADLINE_WAIT_S = 24 * 3600
 GRACE_S = 300
 # A container waiting for these will not start without a change to the pod or the registry.
 IMAGE_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
+# How long a volume of a scheduled pod may keep failing to mount before `up --wait` calls the gang stuck. The
+# kubelet (kubernetes v1.36.3) retries a failed mount after 0.5 s, doubling up to 2m2s
+# (pkg/util/goroutinemap/exponentialbackoff, used by pkg/volume/util/nestedpendingoperations), records each
+# failure as a FailedMount event, and gives up on a pod's volumes after 2m3s with one more ("Unable to attach
+# or mount volumes", pkg/kubelet/kubelet.go; `podAttachAndMountTimeout`, pkg/kubelet/volumemanager): a slow
+# attach can show FailedMount for about 2 min and then mount; one still failing a minute later will not.
+MOUNT_WAIT_S = 180
 
 
 class WaitError(Exception):
@@ -88,13 +95,15 @@ def wait(
     first_failure: bool = False,
     once_running: Callable[[str], None] | None = None,
     release: bool = False,
+    mount_after: float = MOUNT_WAIT_S,
 ) -> Outcome:
     """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
     Raises WaitError with one line when the gang is `stuck`, and with `first_failure` (a rehearsal: the probe
     fails the same way on every retry) at the first failed attempt, with the driver's last error line.
     `once_running` is called once with the RayCluster's name when the job first runs (its head is up).
     `release`: a stuck gang's Workload is deactivated before raising (`deactivate`), so its GPUs are not held
-    until waitForPodsReady gives up, once per requeue."""
+    until waitForPodsReady gives up, once per requeue. `mount_after`: a scheduled pod whose volume has failed
+    to mount for that long is stuck (`stuck_mount`)."""
     ns, name = env.job.tenant, env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
@@ -117,6 +126,8 @@ def wait(
         if cluster and state.startswith(("Initializing", "Running")):
             pods = _pods(kubectl, ns, cluster)
             found = stuck(pods, datetime.now(UTC), unschedulable_after)
+            if found is None and any(_starting(p) for p in pods):
+                found = stuck_mount(pods, _failed_mounts(kubectl, ns), datetime.now(UTC), mount_after)
             if found is not None:
                 line = f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}"
                 raise WaitError(line + (deactivate(kubectl, ns, job) if release else ""))
@@ -195,6 +206,39 @@ def stuck(pods: list[dict[str, Any]], now: datetime, unschedulable_after: float 
                 if since is not None and since >= unschedulable_after:
                     message = condition.get("message", "").strip()
                     return Stuck(name, node, None, False, f"Unschedulable for {since:.0f}s: {message}")
+    return None
+
+
+def _starting(pod: dict[str, Any]) -> bool:
+    """A pod on a node whose containers have not started (the kubelet is still setting it up)."""
+    return bool(pod.get("spec", {}).get("nodeName")) and pod.get("status", {}).get("phase") == "Pending"
+
+
+def _failed_mounts(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
+    """The namespace's FailedMount events (the kubelet's, core/v1: `involvedObject`, `firstTimestamp`)."""
+    out = kubectl("get", "events", "-n", ns, "--field-selector", "reason=FailedMount", "-o", "json", check=False)
+    return list(json.loads(out or "{}").get("items", []))
+
+
+def stuck_mount(pods: list[dict[str, Any]], events: list[dict[str, Any]], now: datetime, after: float) -> Stuck | None:
+    """The first pod still starting whose volume has failed to mount for `after` seconds or more (its first
+    FailedMount event that old), with the kubelet's message: a missing host path, NFS export or Secret does
+    not appear by itself."""
+    for pod in pods:
+        if not _starting(pod):
+            continue
+        meta = pod.get("metadata", {})
+        for event in events:
+            involved = event.get("involvedObject", {})
+            if involved.get("kind") != "Pod" or involved.get("uid") != meta.get("uid"):
+                continue
+            since = _age(event.get("firstTimestamp") or event.get("eventTime"), now)
+            if since is not None and since >= after:
+                node = pod["spec"]["nodeName"]
+                message = " ".join(str(event.get("message", "")).split())
+                return Stuck(
+                    meta.get("name", "?"), node, None, False, f"on {node}: FailedMount for {since:.0f}s: {message}"
+                )
     return None
 
 

@@ -74,7 +74,24 @@ def _echo(line: str) -> None:
     typer.echo(line.rstrip("\n"))
 
 
-def up(stack: StackArgument, root: RootOption = None, wait: WaitOption = False) -> None:
+MountWaitOption = Annotated[
+    int,
+    typer.Option(
+        "--mount-wait",
+        min=10,
+        max=3600,
+        help="With --wait: seconds a scheduled pod's volume may keep failing to mount (FailedMount) before the "
+        "gang is called stuck, named in one line and its GPUs released.",
+    ),
+]
+
+
+def up(
+    stack: StackArgument,
+    root: RootOption = None,
+    wait: WaitOption = False,
+    mount_wait: MountWaitOption = job_wait.MOUNT_WAIT_S,
+) -> None:
     """`pulumi up` of STACK: create or update everything it declares."""
     env = load(stack, root).environment
     if wait and env.job.kind != "rayjob":
@@ -85,7 +102,7 @@ def up(stack: StackArgument, root: RootOption = None, wait: WaitOption = False) 
         fail(str(exc), code=1)
     console.print(f"up: {result.summary.resource_changes}", highlight=False)
     if wait:
-        _follow(stack, env)
+        _follow(stack, env, mount_wait)
 
 
 def _kubectl(stack: str) -> job_wait.Kubectl:
@@ -109,10 +126,16 @@ def _kubectl(stack: str) -> job_wait.Kubectl:
     return run
 
 
-def _follow(stack: str, env: Environment) -> None:
+def _follow(stack: str, env: Environment, mount_wait: float) -> None:
     """The run after `up`: its states, its end, and where the probe placed every rank."""
     try:
-        outcome = job_wait.wait(env, _kubectl(stack), lambda line: console.print(line, highlight=False), release=True)
+        outcome = job_wait.wait(
+            env,
+            _kubectl(stack),
+            lambda line: console.print(line, highlight=False),
+            release=True,
+            mount_after=mount_wait,
+        )
     except (job_wait.WaitError, KubeError) as exc:
         fail(escape(str(exc)), code=1)
     title = f"rayjob {env.job.tenant}/{env.job.name} {outcome.status}"

@@ -28,7 +28,8 @@ from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
 THROWAWAY = "rehearsal-throwaway-value"
-# The rehearsal's nodes are all it will get (no autoscaler): a pod unplaced this long never will be.
+# The rehearsal's nodes are all it will get (no autoscaler): a pod unplaced this long never will be; its
+# volumes are directories of this machine (no attach): one that has not mounted by then never will.
 UNSCHEDULABLE_S = 60
 Say = Callable[[str], None]
 
@@ -168,6 +169,7 @@ def run(
                 first_failure=True,
                 once_running=try_policy,
                 release=True,
+                mount_after=UNSCHEDULABLE_S,
             )
             tenant.run_steps(env, kubectl, say)
         if not keep:

@@ -323,24 +323,22 @@ def test_the_gang_runs_the_probe_on_real_pods_and_the_rayjob_succeeds(kube: Path
     assert [x for x in left.split() if "kube-root-ca" not in x] == [], left
 
 
-def test_an_image_that_cannot_be_pulled_ends_up_wait_in_one_line_and_releases_the_gangs_gpus(
-    kube: Paths, tmp_path: Path
-) -> None:
-    """The stack's image reference names a tag no registry has: the first pod stops at `ErrImagePull`, and
-    `grpo-infra up --wait` exits 1 with one line naming the pod, its container, the reason and how long the gang
-    held its GPUs, and deactivates the gang's Workload, so Kueue evicts it at once and never admits it again
-    until a fix: not held until waitForPodsReady's 45 minutes, then again after each of 5 requeues."""
+def stuck_up_released(kube: Paths, tmp_path: Path, edit: tuple[str, str], flags: str = "") -> str:
+    """`grpo-infra up --wait` of local-k8s with one edit of its stack file that leaves the gang unable to start:
+    exit 1, one line naming the pod, how long the gang held its GPUs and that its Workload was deactivated, and
+    Kueue evicted it at once and will not admit it again until a fix (not held until waitForPodsReady's 45
+    minutes, then again after each of 5 requeues). Returns the line."""
     project = tmp_path / "project"
     shutil.copytree(ROOT / "stacks", project / "stacks")
     shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
     stack_file = project / "stacks" / "Pulumi.local-k8s.yaml"
-    text, ref = stack_file.read_text(), ENV.image.ref
-    assert ref is not None and ref in text
-    stack_file.write_text(text.replace(ref, ref.rsplit(":", 1)[0] + ":no-such-tag"))
+    text = stack_file.read_text()
+    assert edit[0] in text, edit[0]
+    stack_file.write_text(text.replace(edit[0], edit[1]))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     try:
         up = subprocess.run(
-            as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
+            as_the_readme(f"{CLI} up local-k8s --root {project} --wait {flags}"),
             cwd=project,
             env=env,
             capture_output=True,
@@ -351,8 +349,7 @@ def test_an_image_that_cannot_be_pulled_ends_up_wait_in_one_line_and_releases_th
         print(out[-4000:])
         assert up.returncode == 1, out[-3000:]
         (line,) = [ln for ln in out.splitlines() if "deactivated" in ln]
-        assert f"rayjob {TENANT}/{ENV.job.name}: pod {TENANT}/" in line and "no-such-tag" in line, line
-        assert "ErrImagePull" in line or "ImagePullBackOff" in line, line
+        assert f"rayjob {TENANT}/{ENV.job.name}: pod {TENANT}/" in line, line
         assert "the gang's GPUs held" in line and "its GPUs released after" in line, line
         (workload,) = get(kube, "workloads.kueue.x-k8s.io", "-n", TENANT)["items"]
         conditions = {c["type"]: c for c in workload["status"]["conditions"]}
@@ -361,11 +358,37 @@ def test_an_image_that_cannot_be_pulled_ends_up_wait_in_one_line_and_releases_th
         assert conditions["QuotaReserved"]["status"] == "False"
         # The line's reactivation step is the tenant's documented one (docs/kubernetes.md).
         assert f"kubectl -n {TENANT} patch workload {workload['metadata']['name']} --type merge" in line
+        return line
     finally:
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
         )
         wait_until(lambda: not namespace_exists(kube), 300, f"namespace {TENANT} gone after destroy")
+
+
+def test_an_image_that_cannot_be_pulled_ends_up_wait_in_one_line_and_releases_the_gangs_gpus(
+    kube: Paths, tmp_path: Path
+) -> None:
+    """The stack's image reference names a tag no registry has: the first pod stops at `ErrImagePull`, named
+    with its container in `up --wait`'s one line, and the gang's GPUs are released (`stuck_up_released`)."""
+    ref = ENV.image.ref
+    assert ref is not None
+    line = stuck_up_released(kube, tmp_path, (ref, ref.rsplit(":", 1)[0] + ":no-such-tag"))
+    assert "no-such-tag" in line and ("ErrImagePull" in line or "ImagePullBackOff" in line), line
+
+
+def test_a_volume_that_cannot_mount_ends_up_wait_in_one_line_and_releases_the_gangs_gpus(
+    kube: Paths, tmp_path: Path
+) -> None:
+    """A volume's host path that no node has (a missing directory, NFS export or Secret is the same to the
+    kubelet): the pods are placed and never start, FailedMount after FailedMount; `up --wait --mount-wait 20`
+    names the pod, its node and the kubelet's message in one line and releases the gang's GPUs."""
+    missing = "/var/lib/grpo-no-such-models"
+    assert not Path(missing).exists()
+    line = stuck_up_released(
+        kube, tmp_path, ("hostPath: /var/lib/grpo-models}", f"hostPath: {missing}}}"), "--mount-wait 20"
+    )
+    assert "FailedMount for " in line and f"{missing} is not a directory" in line, line
 
 
 def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths, tmp_path: Path) -> None:

@@ -121,3 +121,56 @@ def test_when_the_submitters_log_is_gone_the_line_comes_from_kuberays_message() 
         r"trainer needs 2 node\(s\) of pool a3-h100 with 8 GPUs in Ray; .*: 10\.244\.1\.2 0, 10\.244\.2\.2 0$",
     ):
         job_wait.wait(env, kubectl, lambda _: None, timeout=5, poll=0, first_failure=True)
+
+
+def starting(name: str, uid: str, phase: str = "Pending", node: str | None = "grpo-gpu-1") -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "uid": uid},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+def failed_mount(uid: str, first: datetime, kind: str = "Pod") -> dict[str, object]:
+    """A FailedMount event as the kubelet records it (core/v1 Event, kubernetes v1.36.3)."""
+    return {
+        "reason": "FailedMount",
+        "type": "Warning",
+        "involvedObject": {"kind": kind, "name": "x", "uid": uid},
+        "firstTimestamp": first.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTimestamp": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "count": 7,
+        "message": 'MountVolume.SetUp failed for volume "models" : hostPath type check failed: '
+        "/var/lib/grpo-models is not a directory",
+    }
+
+
+def test_a_volume_that_keeps_failing_to_mount_is_stuck_after_the_wait_with_the_kubelets_message() -> None:
+    pods = [starting("head", "u-head", phase="Running"), starting("worker-0", "u-w0")]
+    found = job_wait.stuck_mount(pods, [failed_mount("u-w0", NOW - timedelta(seconds=200))], NOW, 180)
+    assert found is not None and (found.pod, found.container) == ("worker-0", None)
+    assert found.reason == (
+        'on grpo-gpu-1: FailedMount for 200s: MountVolume.SetUp failed for volume "models" : hostPath type check '
+        "failed: /var/lib/grpo-models is not a directory"
+    )
+
+
+@pytest.mark.parametrize(
+    ("pods", "event"),
+    [
+        # Within the wait: a slow attach may still mount.
+        ([starting("w", "u")], failed_mount("u", NOW - timedelta(seconds=100))),
+        # The pod has started since (an old event of a mount that then succeeded).
+        ([starting("w", "u", phase="Running")], failed_mount("u", NOW - timedelta(seconds=600))),
+        # Another pod's event (a finished gang's, another job's).
+        ([starting("w", "u")], failed_mount("someone-else", NOW - timedelta(seconds=600))),
+        # Not a pod's event.
+        ([starting("w", "u")], failed_mount("u", NOW - timedelta(seconds=600), kind="Node")),
+        # Not on a node yet: the scheduler's business, not the kubelet's.
+        ([starting("w", "u", node=None)], failed_mount("u", NOW - timedelta(seconds=600))),
+    ],
+)
+def test_a_mount_is_not_stuck_while_it_may_still_succeed_or_is_not_this_gangs(
+    pods: list[dict[str, object]], event: dict[str, object]
+) -> None:
+    assert job_wait.stuck_mount(pods, [event], NOW, 180) is None
