@@ -96,6 +96,7 @@ def wait(
     once_running: Callable[[str], None] | None = None,
     release: bool = False,
     mount_after: float = MOUNT_WAIT_S,
+    name: str | None = None,
 ) -> Outcome:
     """Until the stack's RayJob ends; each new state is said once (`Suspended`, `Initializing`, `Running / RUNNING`...).
     Raises WaitError with one line when the gang is `stuck`, and with `first_failure` (a rehearsal: the probe
@@ -103,8 +104,9 @@ def wait(
     `once_running` is called once with the RayCluster's name when the job first runs (its head is up).
     `release`: a stuck gang's Workload is deactivated before raising (`deactivate`), so its GPUs are not held
     until waitForPodsReady gives up, once per requeue. `mount_after`: a scheduled pod whose volume has failed
-    to mount for that long is stuck (`stuck_mount`)."""
-    ns, name = env.job.tenant, env.job.name
+    to mount for that long is stuck (`stuck_mount`). `name`: the RayJob (default the stack's own; a RayCronJob's
+    run is named by its tick)."""
+    ns, name = env.job.tenant, name or env.job.name
     limit = time.monotonic() + (wait_budget(env) if timeout is None else timeout)
     last = ""
     hosts: dict[str, str] = {}
@@ -121,15 +123,15 @@ def wait(
             raise WaitError(f"rayjob {ns}/{name}: {_failed_attempt(kubectl, ns, job)}")
         pending_since = (pending_since or time.monotonic()) if state in ("New", "Suspended") else None
         if unschedulable_after is not None and pending_since and time.monotonic() - pending_since > unschedulable_after:
-            raise WaitError(f"rayjob {ns}/{name}: {_not_admitted(kubectl, ns, job, time.monotonic() - pending_since)}")
+            raise WaitError(f"rayjob {ns}/{name}: {not_admitted(kubectl, ns, job, time.monotonic() - pending_since)}")
         cluster = job.get("status", {}).get("rayClusterName", "")
         if cluster and state.startswith(("Initializing", "Running")):
-            pods = _pods(kubectl, ns, cluster)
+            pods = ray_pods(kubectl, ns, cluster)
             found = stuck(pods, datetime.now(UTC), unschedulable_after)
-            if found is None and any(_starting(p) for p in pods):
-                found = stuck_mount(pods, _failed_mounts(kubectl, ns), datetime.now(UTC), mount_after)
+            if found is None and any(starting(p) for p in pods):
+                found = stuck_mount(pods, failed_mounts(kubectl, ns), datetime.now(UTC), mount_after)
             if found is not None:
-                line = f"rayjob {ns}/{name}: {_with_log(kubectl, ns, found)}{_held(kubectl, ns, job)}"
+                line = f"rayjob {ns}/{name}: {stuck_line(kubectl, ns, found)}{held(kubectl, ns, job)}"
                 raise WaitError(line + (deactivate(kubectl, ns, job) if release else ""))
             hosts |= {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
             if once_running is not None and state.startswith("Running"):
@@ -163,7 +165,7 @@ def _failed_attempt(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
     return f"attempt {int(job.get('status', {}).get('failed') or 1)} failed (a rehearsal does not retry): {why}"
 
 
-def _pods(kubectl: Kubectl, ns: str, ray_cluster: str) -> list[dict[str, Any]]:
+def ray_pods(kubectl: Kubectl, ns: str, ray_cluster: str) -> list[dict[str, Any]]:
     """The Ray cluster's pods (KubeRay labels its pods `ray.io/cluster`)."""
     pods = json.loads(kubectl("get", "pods", "-n", ns, "-l", f"ray.io/cluster={ray_cluster}", "-o", "json"))
     return list(pods.get("items", []))
@@ -209,12 +211,12 @@ def stuck(pods: list[dict[str, Any]], now: datetime, unschedulable_after: float 
     return None
 
 
-def _starting(pod: dict[str, Any]) -> bool:
+def starting(pod: dict[str, Any]) -> bool:
     """A pod on a node whose containers have not started (the kubelet is still setting it up)."""
     return bool(pod.get("spec", {}).get("nodeName")) and pod.get("status", {}).get("phase") == "Pending"
 
 
-def _failed_mounts(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
+def failed_mounts(kubectl: Kubectl, ns: str) -> list[dict[str, Any]]:
     """The namespace's FailedMount events (the kubelet's, core/v1: `involvedObject`, `firstTimestamp`)."""
     out = kubectl("get", "events", "-n", ns, "--field-selector", "reason=FailedMount", "-o", "json", check=False)
     return list(json.loads(out or "{}").get("items", []))
@@ -225,7 +227,7 @@ def stuck_mount(pods: list[dict[str, Any]], events: list[dict[str, Any]], now: d
     FailedMount event that old), with the kubelet's message: a missing host path, NFS export or Secret does
     not appear by itself."""
     for pod in pods:
-        if not _starting(pod):
+        if not starting(pod):
             continue
         meta = pod.get("metadata", {})
         for event in events:
@@ -248,7 +250,7 @@ def _age(stamp: str | None, now: datetime) -> float | None:
     return (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
 
 
-def _with_log(kubectl: Kubectl, ns: str, found: Stuck) -> str:
+def stuck_line(kubectl: Kubectl, ns: str, found: Stuck) -> str:
     """The stuck pod in one line, with its container's last log line (the guard's FAIL line) where it wrote one."""
     if found.container is None:
         return f"pod {ns}/{found.pod} {found.reason}"
@@ -276,12 +278,14 @@ def _workload_conditions(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> dict
     return {c.get("type", ""): c for c in workload.get("status", {}).get("conditions", [])}
 
 
-def _held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
-    """'; the gang's quota held Ns' since Kueue admitted the RayJob's workload, when it was."""
+def held(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
+    """'; the gang's quota held Ns' since Kueue admitted the Ray object's workload, when it was."""
     admitted = _workload_conditions(kubectl, ns, job).get("Admitted", {})
-    held = _age(admitted.get("lastTransitionTime"), datetime.now(UTC)) if admitted.get("status") == "True" else None
+    since = _age(admitted.get("lastTransitionTime"), datetime.now(UTC)) if admitted.get("status") == "True" else None
     return (
-        "; the gang was not admitted" if held is None else f"; the gang's GPUs held {held:.0f}s since Kueue admitted it"
+        "; the gang was not admitted"
+        if since is None
+        else f"; the gang's GPUs held {since:.0f}s since Kueue admitted it"
     )
 
 
@@ -320,7 +324,7 @@ def deactivate(kubectl: Kubectl, ns: str, job: dict[str, Any]) -> str:
     return f"; workload {wl} deactivated, Kueue still held its quota after {RELEASE_S}s"
 
 
-def _not_admitted(kubectl: Kubectl, ns: str, job: dict[str, Any], waited: float) -> str:
+def not_admitted(kubectl: Kubectl, ns: str, job: dict[str, Any], waited: float) -> str:
     """Why Kueue has not admitted the gang, in its own words (the Workload's QuotaReserved condition)."""
     reserved = _workload_conditions(kubectl, ns, job).get("QuotaReserved", {})
     why = reserved.get("message") or "no Kueue workload for it (is the queue label right?)"

@@ -56,6 +56,8 @@ def rehearse(
     env = load(stack, root).environment
     if drill is not None and env.target != "kubernetes":
         fail("--drill: drills run on the Kubernetes stacks only")
+    if drill in node_drills.NODE_DRILLS and env.job.kind != "rayjob":
+        fail(f"--drill {drill}: a node drill follows a RayJob's retries; stack {stack} runs a {env.job.kind}")
     try:
         planned = slurm_rehearsal(stack, env) if env.target == "slurm" else rehearsal(stack, env)
         if drill in node_drills.NODE_DRILLS:
@@ -99,7 +101,12 @@ def rehearse(
     if drill is not None:
         fail(f"drill {drill} of {stack}: the run went on as if nothing was wrong; the fault went unnoticed", code=1)
 
-    title = f"rehearsal of {stack}: rayjob {planned.env.job.tenant}/{planned.env.job.name} {outcome.status}"
+    job = planned.env.job
+    if job.kind == "raycluster":
+        what = f"raycluster {job.tenant}/{job.name}: its submission"
+    else:
+        what = f"rayjob {job.tenant}/{outcome.job.get('metadata', {}).get('name', job.name)}"
+    title = f"rehearsal of {stack}: {what} {outcome.status}"
     if probe_report.events(outcome.log):
         wide_console.print(probe_report.placement_table(title, outcome.log, "pod", outcome.hosts))
     if not outcome.succeeded:

@@ -30,6 +30,7 @@ MAX_GPU_NODES = 2
 # Every rehearsal path on the nodes (they are all this machine, so each is shared by every node).
 HOST_ROOT = "/var/lib/grpo-rehearsal"
 PROBE = {"steps": 3, "stepSeconds": 1}
+CRON_SCHEDULE = "* * * * *"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def rehearsal(stack: str, env: Environment) -> Rehearsal:
     subs += _cluster_services(env, data)
     subs += _secrets(env)
     subs += _waivers(data)
+    subs += _schedule(env, data)
     data.pop("launchers", None)
     data["description"] = f"Rehearsal of {stack}: {env.description}"[:200]
     return Rehearsal(stack, Environment.model_validate(data), tuple(subs))
@@ -164,6 +166,25 @@ def _image(env: Environment, data: dict[str, Any]) -> list[Substitution]:
         job.setdefault("preflight", {}).setdefault("nccl", {})["enabled"] = False
         subs.append(Substitution("fabric gate", "on (nccl-tests all-reduce)", "off (the CPU variant has no torch)"))
     return subs
+
+
+def _schedule(env: Environment, data: dict[str, Any]) -> list[Substitution]:
+    """A RayCronJob ticks every minute, so that a rehearsal sees a tick (rehearsal/kinds.py follows the first)."""
+    cron = env.kubernetes.ray_cron_job if env.kubernetes is not None else None
+    if env.job.kind != "raycronjob" or cron is None:
+        return []
+    raw = data["kubernetes"]["rayCronJob"]
+    raw.update(schedule=CRON_SCHEDULE, suspend=False)
+    raw.pop("timeZone", None)
+    zone = f" ({cron.time_zone})" if cron.time_zone else ""
+    paused = ", suspended" if cron.suspend else ""
+    return [
+        Substitution(
+            "schedule",
+            f"{cron.schedule}{zone}{paused}",
+            f"every minute ({CRON_SCHEDULE}); the first tick's run followed",
+        )
+    ]
 
 
 def _storage(env: Environment, data: dict[str, Any]) -> list[Substitution]:

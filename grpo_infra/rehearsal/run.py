@@ -23,7 +23,7 @@ from ..kube import cluster, images, nodeimages
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
-from . import drills, node_drills, reach, tenant
+from . import drills, kinds, node_drills, reach, tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -160,18 +160,9 @@ def run(
                 loss = lose.finish()
         else:
             loss = None
-            outcome = job_wait.wait(
-                env,
-                kubectl,
-                say,
-                timeout=1800,
-                unschedulable_after=UNSCHEDULABLE_S,
-                first_failure=True,
-                once_running=try_policy,
-                release=True,
-                mount_after=UNSCHEDULABLE_S,
-            )
-            tenant.run_steps(env, kubectl, say)
+            outcome = kinds.follow(env, kubectl, say, work, UNSCHEDULABLE_S, once_running=try_policy)
+            run = outcome.job.get("metadata", {}).get("name") if env.job.kind == "raycronjob" else None
+            tenant.run_steps(env, kubectl, say, run)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
         return outcome, loss

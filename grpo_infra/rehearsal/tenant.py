@@ -48,14 +48,16 @@ def tenant_kubectl(paths: Paths, namespace: str) -> Kubectl:
     return functools.partial(cluster.kubectl, paths, f"--as={identity(namespace)}")
 
 
-def steps(env: Environment, workload: str) -> list[Step]:
-    """The documented steps after a run, and the two a tenant must be refused."""
+def steps(env: Environment, workload: str, run: str | None = None) -> list[Step]:
+    """The documented steps after a run, and the two a tenant must be refused. `run`: the RayJob whose
+    submitter's log is read (a RayCronJob's is named by its tick; a RayCluster has no submitter)."""
     ns = env.job.tenant
     out = [
         Step(("-n", ns, "get", "events")),
         Step(("-n", ns, "patch", "workload", workload, "--type", "merge", "-p", REACTIVATE)),
-        Step(("-n", ns, "logs", f"job/{env.job.name}", "--tail=1")),
     ]
+    if env.job.kind != "raycluster":
+        out.append(Step(("-n", ns, "logs", f"job/{run or env.job.name}", "--tail=1")))
     if env.kubernetes is not None and env.kubernetes.ray_job.ray_auth == "token":
         out.append(Step(("-n", ns, "get", "secret", ray_token_secret_name(env), "-o", "name")))
     out.append(Step(("-n", ns, "get", "secrets"), allowed=False))
@@ -63,20 +65,22 @@ def steps(env: Environment, workload: str) -> list[Step]:
     return out
 
 
-def workload_name(kubectl: Kubectl, env: Environment) -> str:
-    """The name of the Kueue Workload of the job's RayJob, read as the tenant."""
+def workload_name(kubectl: Kubectl, env: Environment, run: str | None = None) -> str:
+    """The name of the Kueue Workload of the job's Ray object (the RayJob `run` of a RayCronJob), read as the
+    tenant."""
     ns = env.job.tenant
-    job = json.loads(kubectl("-n", ns, "get", "rayjob", env.job.name, "-o", "json"))
+    kind, name = ("raycluster", env.job.name) if env.job.kind == "raycluster" else ("rayjob", run or env.job.name)
+    job = json.loads(kubectl("-n", ns, "get", kind, name, "-o", "json"))
     workload = job_wait.job_workload(kubectl, ns, job, check=True)
     if workload is None:
-        raise TenantError(f"as {identity(ns)}: no Kueue Workload of rayjob {ns}/{env.job.name}")
+        raise TenantError(f"as {identity(ns)}: no Kueue Workload of {kind} {ns}/{name}")
     return str(workload["metadata"]["name"])
 
 
-def run_steps(env: Environment, kubectl: Kubectl, say: Say) -> None:
+def run_steps(env: Environment, kubectl: Kubectl, say: Say, run: str | None = None) -> None:
     """Each step as the tenant; the first that goes against the Role's promise raises TenantError."""
     ns = env.job.tenant
-    for step in steps(env, workload_name(kubectl, env)):
+    for step in steps(env, workload_name(kubectl, env, run), run):
         try:
             kubectl(*step.args)
             refused = ""
