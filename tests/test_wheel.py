@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,28 @@ def test_synth_writes_what_the_checkout_renders(installed: Path, elsewhere: Path
     charts = [line.removeprefix("chart: ") for text in written.values() for line in text.splitlines()]
     for chart in (c.replace(checkout_package, installed_package) for c in charts if c.endswith(".tgz")):
         assert Path(chart).is_file(), f"{chart}: a bundled chart the install does not hold"
+
+
+def test_the_image_gets_the_installed_package_which_builds_again_with_every_file(
+    installed: Path, elsewhere: Path, tmp_path: Path
+) -> None:
+    """`grpo-infra image build` (and a rehearsal) for a team's own project installs into the CPU image the
+    package that runs the command: an installed wheel has no pyproject.toml, so the copy gets one, and what it
+    builds holds every file of the package (the lifecycle's templates the pods' scripts are made from)."""
+    copy = tmp_path / "src"
+    program = (
+        "import sys; from pathlib import Path; from grpo_infra.image import build; "
+        "root = build.source_root(); print(root); build._copy_source(root, Path(sys.argv[1]))"
+    )
+    done = _run([str(installed / "python"), "-c", program, str(copy)], cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).is_relative_to(installed.parent), "the installed package, not the checkout"
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    built = _run(
+        [*pip, "wheel", "--no-deps", *isolation, "--wheel-dir", str(tmp_path / "dist"), str(copy)], cwd=tmp_path
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("grpo_infra-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"grpo_infra/lifecycle/ray_node.sh.j2", "grpo_infra/probe.py", "grpo_infra/image/guard.py"} <= names

@@ -80,19 +80,40 @@ class Recipe:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:20]
 
 
-def source_hash(project: Path) -> str:
-    """A hash of this checkout's installable files (grpo_infra/, pyproject.toml): a change rebuilds."""
-    digest = hashlib.sha256()
-    files = [
-        project / "pyproject.toml",
-        *sorted(
-            p
-            for p in (project / "grpo_infra").rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-        ),
-    ]
-    for path in files:
-        digest.update(path.relative_to(project).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+def source_root() -> Path:
+    """Where the grpo_infra package that runs this command lives: a checkout (with its pyproject.toml), or the
+    site-packages of an installed wheel. The image gets this code, whatever project's stacks it is built for
+    (`--root`: a team's own project holds stacks, not grpo-infra's source)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _pyproject(root: Path) -> str:
+    """The checkout's pyproject.toml; for an installed wheel, one that installs the same package and its files."""
+    if (root / "pyproject.toml").is_file():
+        return (root / "pyproject.toml").read_text()
+    from importlib.metadata import version
+
+    return (
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "grpo-infra"\nversion = "{version("grpo-infra")}"\n\n'
+        '[tool.setuptools.packages.find]\ninclude = ["grpo_infra*"]\n\n'
+        '[tool.setuptools.package-data]\ngrpo_infra = ["**/*"]\n'
+    )
+
+
+def _package_files(root: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in (root / "grpo_infra").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
+
+
+def source_hash(root: Path) -> str:
+    """A hash of the package's installable files (grpo_infra/, its pyproject): a change rebuilds."""
+    digest = hashlib.sha256(b"pyproject.toml\0" + _pyproject(root).encode() + b"\0")
+    for path in _package_files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -117,7 +138,7 @@ def recipe(env: Environment, project: Path) -> Recipe:
         with_deps=with_deps,
         without_deps=without_deps,
         constraints=constraints,
-        grpo_infra_source=source_hash(project),
+        grpo_infra_source=source_hash(source_root()),
         guard=hashlib.sha256(guard_program().encode()).hexdigest(),
     )
 
@@ -212,12 +233,10 @@ def _strip(root: Path) -> None:
     (root / "etc/resolv.conf").unlink(missing_ok=True)
 
 
-def _copy_source(project: Path, target: Path) -> None:
+def _copy_source(root: Path, target: Path) -> None:
     target.mkdir(parents=True)
-    shutil.copy2(project / "pyproject.toml", target / "pyproject.toml")
-    shutil.copytree(
-        project / "grpo_infra", target / "grpo_infra", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    (target / "pyproject.toml").write_text(_pyproject(root))
+    shutil.copytree(root / "grpo_infra", target / "grpo_infra", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # setuptools' package discovery names components*: an empty tree keeps its metadata valid.
     (target / "components").mkdir()
 
@@ -369,8 +388,8 @@ def _build(env: Environment, project: Path, *, progress: Progress | None, force:
         opt = root / "opt"
         before = _snapshot(opt)
         with _HostTrust(root, work):
-            _copy_source(project, root / "tmp/grpo-infra-src")
-            say("  grpo-infra from this checkout (--no-deps)")
+            _copy_source(source_root(), root / "tmp/grpo-infra-src")
+            say(f"  grpo-infra from {source_root()} (--no-deps)")
             _run(in_root(root, f"{_pip()} --no-deps /tmp/grpo-infra-src"), log, "pip install grpo-infra")
         (root / GRPO_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
         (root / GRPO_DIR.lstrip("/") / GUARD_FILE).write_text(guard_program())
