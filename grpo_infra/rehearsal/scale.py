@@ -4,8 +4,14 @@ A local node is this machine: every kubelet reports its CPUs and memory. A pool'
 its own allocatable (grpo_infra/k8s/allocatable.py: the provider's reservation, the kernel-visible
 memory). The pool's factor is local allocatable / cloud allocatable, per resource; every CPU and memory
 quantity the stack renders for that pool (its pods' requests and limits, its flavor's quota) is
-multiplied by it (init containers, fixed-size programs, are not). A pod that fits the cloud node fits the local one by the same margin, and one that does
-not, does not: nothing is loosened. The head pool has its own factor; a stack without one says nothing of
+multiplied by it (init containers, fixed-size programs, are not), but CPU limits. A pod that fits the cloud node fits the local one by the same margin, and one that does
+not, does not: nothing is loosened where it decides the fit.
+
+A CPU limit decides how fast a process runs, not where its pod fits (the scheduler reads requests), and a
+limit cut by the factor makes every timeout the stack sets that much shorter in effect: the submitter's
+500m became 31m in eks-prod's rehearsal, where its liveness probe (a `python3` check of the head's GCS every
+5 s, timeout 5 s) ran out of time for a minute and killed every attempt that ran longer than that, which the
+cloud's submitter would not (seen in the `worker-node` drill). CPU limits stay the stack's own. The head pool has its own factor; a stack without one says nothing of
 the head's node, so its head is rehearsed unscaled where it fits a local node (local-k8s), refused otherwise.
 """
 
@@ -75,7 +81,7 @@ def factors(env: Environment, local: tuple[int, int]) -> dict[str, Factor]:
 
 
 def scale_object(env: Environment, obj: dict[str, Any], by: dict[str, Factor]) -> dict[str, Any]:
-    """`obj` with every pod spec's and flavor quota's CPU and memory scaled by its pool's factor."""
+    """`obj` with every pod spec's and flavor quota's CPU and memory scaled by its pool's factor (CPU limits kept)."""
     if obj.get("kind") == "ClusterQueue":
         for group in obj.get("spec", {}).get("resourceGroups", []):
             for flavor in group.get("flavors", []):
@@ -103,9 +109,9 @@ def _walk(env: Environment, node: Any, by: dict[str, Factor]) -> None:
             # Init containers (the image guard) are programs of a fixed size, not a share of the node; a pod's
             # fit is decided by its containers' sum unless an init container is larger, which none is.
             for container in node["containers"]:
-                for kind in ("requests", "limits"):
+                for kind, names in (("requests", ("cpu", "memory")), ("limits", ("memory",))):
                     values = container.get("resources", {}).get(kind, {})
-                    for name in ("cpu", "memory"):
+                    for name in names:
                         if name in values:
                             values[name] = _scaled(name, values[name], factor)
         for value in node.values():

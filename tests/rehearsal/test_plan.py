@@ -190,3 +190,16 @@ def test_a_stacks_own_host_paths_become_the_rehearsals_so_the_machines_are_never
     assert "volume models: host path /var/lib/grpo-models -> host path /var/lib/grpo-rehearsal/models" in [
         s.line().split(" (")[0] for s in planned.substitutions
     ]
+
+
+def test_cpu_limits_stay_the_stacks_own_so_no_timeout_runs_short() -> None:
+    """Requests (the fit) and memory scale; a CPU limit only decides speed: cut by the head's factor, eks-prod's
+    submitter (500m → 31m) ran its 5-s liveness check of the head's GCS out of time and failed every attempt."""
+    env = planned("eks-prod").env
+    by = factors(env, LOCAL)
+    job = next(o for o in render.objects(env) if o["kind"] == "RayJob")
+    before = copy.deepcopy(job["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"])
+    after = scale_object(env, job, by)["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"]
+    assert after["limits"]["cpu"] == before["limits"]["cpu"] == "500m"
+    assert parse_quantity(after["requests"]["cpu"]) < parse_quantity(before["requests"]["cpu"]) / 10
+    assert parse_quantity(after["limits"]["memory"]) < parse_quantity(before["limits"]["memory"]) / 2
