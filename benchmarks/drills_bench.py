@@ -75,7 +75,7 @@ def node_row(stack: str, drill: str, out: str) -> list[str]:
     text = re.sub(r"\s+", " ", out)
     found = re.search(
         rf"drill {drill} of {stack}: (\S+) lost at step (\d+); a new Ray cluster after (\d+)s; .*? the gang's GPUs "
-        r"idle (\d+)s; SUCCEEDED, resumed from step (\d+)",
+        r"idle (\d+)s; SUCCEEDED(?: after (\d+) failed attempt\(s\), the last)?,? resumed from step (\d+)",
         text,
     )
     trailer = re.search(r"exit=(-?\d+) wall=(\d+)", text)
@@ -97,7 +97,7 @@ def node_row(stack: str, drill: str, out: str) -> list[str]:
             peak_memory(text),
             (why[0] if why else "")[:200],
         ]
-    node, step, new_cluster, idle, resumed = found.groups()
+    node, step, new_cluster, idle, failed, resumed = found.groups()
     verdict = "passed" if code in (0, None) and int(idle) <= goal * 60 else f"FAILED (exit {code})"
     return [
         stack,
@@ -109,7 +109,7 @@ def node_row(stack: str, drill: str, out: str) -> list[str]:
         f"{goal} min",
         wall,
         peak_memory(text),
-        f"resumed from step {resumed}",
+        f"{failed or '?'} failed attempt(s), the last resumed from step {resumed}",
     ]
 
 

@@ -163,4 +163,10 @@ def _node_drill_verdict(stack: str, loss: Loss, job: dict[str, Any], log: str) -
     why = node_drills.passed(loss, job, resumed_from)
     if why is not None:
         fail(escape(f"drill {loss.drill} of {stack}: {why}"), code=1)
-    console.print(escape(f"{loss.line(stack)}; SUCCEEDED, resumed from step {resumed_from}"), highlight=False)
+    failed = int(job.get("status", {}).get("failed") or 0)
+    console.print(
+        escape(
+            f"{loss.line(stack)}; SUCCEEDED after {failed} failed attempt(s), the last resumed from step {resumed_from}"
+        ),
+        highlight=False,
+    )
