@@ -49,6 +49,18 @@ def secret_settings(rehearsal: Rehearsal) -> dict[str, str]:
     return {f"{PROJECT}:{secret.config}": THROWAWAY for secret in rehearsal.env.job.secrets}
 
 
+def keep_secrets(rehearsal: Rehearsal, engine_dir: Path, work: Path) -> None:
+    """The throwaway secrets, as the engine encrypted them (`secure:`), also in the rehearsal's own stack file: a
+    command the docs give the team (`grpo-infra submit`) loads that file, which must set every secret the job
+    names, as a team's does."""
+    settings = yaml.safe_load((engine_dir / f"Pulumi.{rehearsal.stack}.yaml").read_text()) or {}
+    secure = {k: v for k, v in (settings.get("config") or {}).items() if k in secret_settings(rehearsal)}
+    path = work / "stacks" / f"Pulumi.{rehearsal.stack}.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["config"].update(secure)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def write_project(rehearsal: Rehearsal, project: Path, work: Path) -> Path:
     """`work/stacks/Pulumi.<stack>.yaml` and the stack's lock beside it; returns `work`."""
     stacks = work / "stacks"
@@ -142,6 +154,7 @@ def run(
 
         for key, value in secret_settings(rehearsal).items():
             chosen.set_config(key, auto.ConfigValue(value=value, secret=True))
+        keep_secrets(rehearsal, Path(chosen.workspace.work_dir), work)
         engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
         # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
         kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)

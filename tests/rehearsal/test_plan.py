@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from grpo_infra import k8s as render
 from grpo_infra.image.variant import runtime_guard_args
@@ -80,6 +81,26 @@ def test_the_stack_file_holds_no_secret_and_no_lock_and_creates_no_node_pool() -
     assert config["grpo-infra:nodesExist"] == "true"
     assert "lock" not in config["grpo-infra:environment"]["image"].get("build", {})
     assert Environment.model_validate(config["grpo-infra:environment"]) is not None
+
+
+def test_the_engines_ciphertexts_join_the_stack_file_so_the_teams_commands_load_it(tmp_path) -> None:
+    """`grpo-infra submit` loads the stack file, which must set each secret the job names, `secure:` (as a team's
+    does): the rehearsal copies the engine's encrypted throwaway values there, and only those."""
+    from grpo_infra.rehearsal.run import keep_secrets, write_project
+    from grpo_infra.spec.load import load_stack as load
+
+    r = planned("eks-prod")
+    work = write_project(r, ROOT, tmp_path / "work")
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    secure = {key: {"secure": f"v1:abc:{i}"} for i, key in enumerate(secret_settings(r))}
+    (engine / "Pulumi.eks-prod.yaml").write_text(
+        yaml.safe_dump({"config": {**secure, "grpo-infra:operatorsInstalled": "true"}})
+    )
+    keep_secrets(r, engine, work)
+    config = yaml.safe_load((work / "stacks" / "Pulumi.eks-prod.yaml").read_text())["config"]
+    assert {k: config[k] for k in secure} == secure and "grpo-infra:operatorsInstalled" not in config
+    assert load("eks-prod", work).environment.job.name == r.env.job.name
 
 
 def test_the_cpu_nodes_carry_the_head_pools_labels_and_the_gpu_nodes_the_topologys() -> None:
