@@ -19,7 +19,7 @@ fi
 if [ "$(.venv/bin/uv --version 2>/dev/null)" != "uv $UV_VERSION" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
 fi
-install() { .venv/bin/uv pip install --quiet --python "$1" "${find_links[@]}" "${@:2}"; }
+install() { .venv/bin/uv pip install --quiet --native-tls --python "$1" "${find_links[@]}" "${@:2}"; }
 stamp=.venv/.grpo-infra-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # pip stays in the venv: the wheel test builds the package with it, as a user does.
