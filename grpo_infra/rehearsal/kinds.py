@@ -161,7 +161,10 @@ def first_run(env: Environment, kubectl: Kubectl, say: Say) -> str:
     limit = time.monotonic() + FIRST_TICK_S
     while not (runs := _runs(env, kubectl)):
         if time.monotonic() > limit:
-            raise WaitError(f"raycronjob {ns}/{name}: no run within {FIRST_TICK_S}s of every-minute schedule")
+            raise WaitError(
+                f"raycronjob {ns}/{name}: no run within {FIRST_TICK_S}s on an every-minute schedule "
+                "(is KubeRay's RayCronJob feature gate on? docs/kubernetes.md)"
+            )
         time.sleep(2)
     first = min(runs, key=lambda j: j["metadata"]["annotations"].get(SCHEDULED_AT, ""))
     say(
