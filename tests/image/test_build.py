@@ -47,8 +47,9 @@ def test_the_variant_of_a_verbs_fabric_stack_carries_the_rdma_userspace_its_prod
     assert build.recipe(_env(), ROOT).apt == build.APT_PACKAGES
 
 
-def test_cache_key_changes_with_what_the_image_holds(tmp_path: Path) -> None:
-    """Same inputs, same archive; another Ray pin or another grpo-infra source, another archive."""
+def test_cache_key_changes_with_what_the_image_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same inputs, same archive; another Ray pin or another grpo-infra source, another archive. The source is
+    the package that runs the command (`source_root`), never the `--root` project's, which holds stacks."""
     env = _env()
     key = build.recipe(env, ROOT).key()
     assert build.recipe(env, ROOT).key() == key
@@ -58,9 +59,10 @@ def test_cache_key_changes_with_what_the_image_holds(tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "grpo_infra", project / "grpo_infra", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", project)
-    assert build.recipe(env, project).key() == key
     (project / "grpo_infra" / "image" / "guard.py").write_text("# changed\n", encoding="utf-8")
-    assert build.recipe(env, project).key() != key
+    assert build.recipe(env, project).key() == key, "a --root project's files are not the image's"
+    monkeypatch.setattr(build, "source_root", lambda: project)
+    assert build.recipe(env, ROOT).key() != key, "another package source, another archive"
 
 
 def test_variant_declares_what_it_holds() -> None:
