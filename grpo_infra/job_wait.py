@@ -127,9 +127,7 @@ def wait(
         cluster = job.get("status", {}).get("rayClusterName", "")
         if cluster and state.startswith(("Initializing", "Running")):
             pods = ray_pods(kubectl, ns, cluster)
-            found = stuck(pods, datetime.now(UTC), unschedulable_after)
-            if found is None and any(starting(p) for p in pods):
-                found = stuck_mount(pods, failed_mounts(kubectl, ns), datetime.now(UTC), mount_after)
+            found = stuck_gang(kubectl, ns, pods, unschedulable_after, mount_after)
             if found is not None:
                 line = f"rayjob {ns}/{name}: {stuck_line(kubectl, ns, found)}{held(kubectl, ns, job)}"
                 raise WaitError(line + (deactivate(kubectl, ns, job) if release else ""))
@@ -209,6 +207,18 @@ def stuck(pods: list[dict[str, Any]], now: datetime, unschedulable_after: float 
                     message = condition.get("message", "").strip()
                     return Stuck(name, node, None, False, f"Unschedulable for {since:.0f}s: {message}")
     return None
+
+
+def stuck_gang(
+    kubectl: Kubectl, ns: str, pods: list[dict[str, Any]], unschedulable_after: float | None, mount_after: float
+) -> Stuck | None:
+    """The first of the Ray cluster's pods that cannot go on (`stuck`), else one whose volume never mounts
+    (`stuck_mount`; the events are read only while a pod is still starting)."""
+    now = datetime.now(UTC)
+    found = stuck(pods, now, unschedulable_after)
+    if found is None and any(starting(p) for p in pods):
+        found = stuck_mount(pods, failed_mounts(kubectl, ns), now, mount_after)
+    return found
 
 
 def starting(pod: dict[str, Any]) -> bool:

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +86,7 @@ def ready(env: Environment, kubectl: Kubectl, say: Say, unschedulable_after: flo
         if state == "Suspended" and waited > unschedulable_after:
             raise WaitError(f"raycluster {ns}/{name}: {job_wait.not_admitted(kubectl, ns, ray, waited)}")
         pods = job_wait.ray_pods(kubectl, ns, name)
-        now = datetime.now(UTC)
-        found = job_wait.stuck(pods, now, unschedulable_after) or (
-            job_wait.stuck_mount(pods, job_wait.failed_mounts(kubectl, ns), now, unschedulable_after)
-            if any(job_wait.starting(p) for p in pods)
-            else None
-        )
+        found = job_wait.stuck_gang(kubectl, ns, pods, unschedulable_after, unschedulable_after)
         if found is not None:
             line = f"raycluster {ns}/{name}: {job_wait.stuck_line(kubectl, ns, found)}{job_wait.held(kubectl, ns, ray)}"
             raise WaitError(line + job_wait.deactivate(kubectl, ns, ray))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..job_wait import Kubectl, Say
 from ..kube import cluster, realnodes
 from ..probe import LATEST
 from ..spec import Environment
@@ -42,8 +43,6 @@ NODE_DRILLS = {
     "head-node": f"the head's CPU node dies like a machine at step {KILL_AT_STEP} and stays dead",
 }
 ROLE = {"worker-node": "worker", "head-node": "head"}
-Kubectl = Callable[..., str]
-Say = Callable[[str], None]
 
 
 def with_long_probe(planned: Rehearsal) -> Rehearsal:
