@@ -64,6 +64,25 @@ def kuberay_feature_gates(cron: bool) -> list[dict[str, object]]:
     return [{"name": n, "enabled": cron if n == "RayCronJob" else on} for n, on in _CHART_GATES]
 
 
+# How long an operator's pod stays bound to a node that stopped answering before Kubernetes evicts it and its
+# Deployment starts it on a live node. Without a toleration of its own, the API server gives every pod 300 s
+# (the DefaultTolerationSeconds admission plugin, kubernetes v1.36.3
+# plugin/pkg/admission/defaulttolerationseconds/admission.go, which adds its default only where the pod
+# tolerates neither taint; "Taint based Evictions" in the Kubernetes docs): an operator on the Ray head's node
+# then sleeps 5 minutes with the head, and nothing retries the gang's failed attempt meanwhile
+# (docs/rehearsal.md, the head-node drill). Both operators hold no state of their own (the API server does).
+OPERATOR_NODE_LOSS_S = 30
+_NODE_LOSS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def operator_tolerations() -> list[dict[str, object]]:
+    """The operators' pods leave a lost node `OPERATOR_NODE_LOSS_S` after Kubernetes marks it, not 300 s."""
+    return [
+        {"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": OPERATOR_NODE_LOSS_S}
+        for taint in _NODE_LOSS_TAINTS
+    ]
+
+
 def kuberay_image() -> str:
     """The operator image the KubeRay release runs (what the local cluster's nodes are loaded with)."""
     return f"{KUBERAY_IMAGE}:v{KUBERAY_VERSION}"
@@ -122,6 +141,7 @@ def kuberay_release(env: Environment) -> dict[str, Any]:
         "values": {
             "image": {"repository": KUBERAY_IMAGE, "tag": f"v{KUBERAY_VERSION}", "pullPolicy": "IfNotPresent"},
             "batchScheduler": {"name": scheduler},
+            "tolerations": operator_tolerations(),
             # `job.kind: raycronjob`: KubeRay's RayCronJob controller is alpha, off unless its gate is on
             # (ray-operator v1.6.2 pkg/features/features.go; `grpo_infra.k8s.raycronjob`).
             **({"featureGates": kuberay_feature_gates(cron=True)} if env.job.kind == "raycronjob" else {}),
@@ -142,7 +162,8 @@ def kueue_release(env: Environment) -> dict[str, Any]:
             "controllerManager": {
                 "manager": {
                     "image": {"repository": KUEUE_IMAGE, "tag": f"v{KUEUE_VERSION}", "pullPolicy": "IfNotPresent"}
-                }
+                },
+                "tolerations": operator_tolerations(),
             },
             "managerConfig": {"controllerManagerConfigYaml": manager_config_yaml(env)},
         },
