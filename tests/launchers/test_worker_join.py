@@ -33,6 +33,10 @@ STALL_S = 32.0
 # gcs_rpc_server_reconnect_timeout_s (60 s in Ray 2.60's ray_config_def.h), which a loaded test machine can
 # reach with the 32 s stall and a slow restart; the GCS's health checks of the nodes are stopped with it.
 HEAD_CONFIG = {"RAY_gcs_rpc_server_reconnect_timeout_s": "600"}
+# The worker's readiness deadline, within which it starts Ray again after each give-up, and so how long the
+# barrier waits for it: one give-up (Ray's own wait for its raylet to register, 30 s and more on a loaded
+# machine), the pause and a second start fit only in the whole deadline, not in a shorter barrier.
+READY_S = 120
 
 
 def _block(script: str, markers: tuple[str, str]) -> str:
@@ -107,7 +111,8 @@ def _logs(worker_temp: Path, head_temp: Path) -> str:
 def _joined(address: str, nodes: int, gpus: int) -> subprocess.CompletedProcess[str]:
     """The product's readiness barrier: every node and GPU joined the head at `address`."""
     argv = [sys.executable, str(ray_node.READY_PROGRAM), "--address", address, "--nodes", str(nodes)]
-    return subprocess.run([*argv, "--gpus", str(gpus), "--timeout", "60"], capture_output=True, text=True, timeout=120)
+    argv += ["--gpus", str(gpus), "--timeout", str(READY_S)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=READY_S + 60)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -124,7 +129,7 @@ def test_a_worker_joins_a_head_whose_gcs_stalls_while_it_starts(path: str) -> No
         **os.environ,
         "PATH": f"{rayhead.RAY.parent}:{os.environ['PATH']}",
         "RAY_USAGE_STATS_ENABLED": "0",
-        "GRPO_RAY_READY_TIMEOUT": "120",
+        "GRPO_RAY_READY_TIMEOUT": str(READY_S),
         "TEMP": str(worker_temp),
         "RUN": str(run),
         "GPUS": "2",
