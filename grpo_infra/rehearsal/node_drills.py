@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..job_wait import Kubectl, Say
+from ..k8s.operators import KUBERAY_NAMESPACE, KUEUE_NAMESPACE
 from ..kube import cluster, realnodes
 from ..probe import LATEST
 from ..spec import Environment
@@ -151,9 +152,13 @@ class NodeLossDrill:
         if not nodes:
             raise RuntimeError(f"no {role} pod of Ray cluster {first} on a node")
         loss.node, loss.step = nodes[0], _step(self._tracker)
+        operators = self._operators_on(loss.node)
         lost = time.monotonic()
         cluster.kill_node(loss.node)
-        self._say(f"drill {loss.drill}: {loss.node} ({role} of {first}) killed at step {loss.step}")
+        self._say(
+            f"drill {loss.drill}: {loss.node} ({role} of {first}) killed at step {loss.step}; operator pods on it: "
+            + (", ".join(operators) or "none")
+        )
         if loss.drill == "worker-node":
             time.sleep(REPLACED_AFTER_S)
             cluster.boot_node(loss.node)
@@ -169,6 +174,16 @@ class NodeLossDrill:
         before = _step(self._tracker)
         loss.resumed_step = _until(lambda: (s := _step(self._tracker)) > before and s, "a step of the new attempt")
         loss.resumed_s = time.monotonic() - lost
+
+    def _operators_on(self, node: str) -> list[str]:
+        """The operators' pods the loss takes down with the node: every retry after it waits until they run
+        again elsewhere (docs/kubernetes.md, "When the head is lost"), so a drill names them."""
+        pods = json.loads(self._admin("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}", "-o", "json"))
+        return sorted(
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            for p in pods["items"]
+            if p["metadata"]["namespace"] in (KUBERAY_NAMESPACE, KUEUE_NAMESPACE)
+        )
 
 
 def passed(loss: Loss, outcome_job: dict[str, Any], resumed_from: int | None) -> str | None:
