@@ -553,8 +553,12 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
         resumed = next(e for e in events if e["event"] in ("resume", "start"))
         assert resumed["event"] == "resume" and resumed["from_step"] >= killed_at_step, resumed
         saved = [e["step"] for e in events if e["event"] == "checkpoint"]
-        assert saved and saved[0] == resumed["from_step"] + 1, saved
-        assert int(tracker.read_text()) == steps, "the resumed attempt advanced to the last step"
+        # The log is the last attempt's. Under load an attempt after the loss was seen to run every step and
+        # still fail (its submitter's log stream ended), so the last one resumed from the last step with none
+        # to run: then the steps after the loss are on the shared path alone (asserted below).
+        if resumed["from_step"] < steps:
+            assert saved and saved[0] == resumed["from_step"] + 1, f"{saved}\n{course}"
+        assert int(tracker.read_text()) == steps, "the attempts after the loss advanced to the last step"
         print(
             f"{role} node loss ({then}): {victim} killed at step {killed_at_step}; "
             f"{'back' if then == 'reboot' else 'NotReady'} after {back:.0f}s; new Ray cluster after "
