@@ -87,8 +87,8 @@ def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: P
         assert usage(kube, env), "the gang holds quota while it runs"
         head = next(p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type") == "head")
         # `submit` reads these same objects; KWOK reports every container Ready (the gate never ran here).
-        # KubeRay's `ready` state stays once the gang was provisioned, while its count of ready workers
-        # follows each pod's status: under load that count was seen a pod behind, which `submit` refuses.
+        # Under load KubeRay's status was seen `ready` with its count of ready workers a pod behind, which
+        # `submit` refuses: a user who sends the job a moment later is accepted, so the test waits as one would.
         wait_until(
             lambda: refusal(env, get(kube, "raycluster", name, "-n", ns), head) is None,
             60,
