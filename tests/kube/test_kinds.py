@@ -70,7 +70,7 @@ def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: P
     ns, name = env.job.tenant, env.job.name
     try:
         wait_until(
-            lambda: (c := get(kube, "raycluster", name, "-n", ns)).get("status", {}).get("state") == "ready" and c,
+            lambda: get(kube, "raycluster", name, "-n", ns).get("status", {}).get("state") == "ready",
             120,
             "RayCluster admitted and ready",
         )
