@@ -44,14 +44,28 @@ def wait_for_port(address: str, deadline: float) -> bool:
             time.sleep(GCS_CONNECT_POLL_SECONDS)
 
 
-def alive_nodes(gcs) -> list:
-    """The GCS's alive nodes (GcsNodeInfo), or [] while it cannot answer yet."""
+def connect(address: str):
+    """A GCS client of the head at `address`, or None while it cannot answer."""
+    from ray._raylet import GcsClient
+
+    try:
+        return GcsClient(address=address)
+    except Exception:
+        return None
+
+
+def alive_nodes(gcs) -> list | None:
+    """The GCS's alive nodes (GcsNodeInfo), or None when it does not answer. A client keeps the cluster id of
+    the GCS it first reached, so a head started again while the nodes join (ray_start_again) answers only a new
+    client."""
     from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
+    if gcs is None:
+        return None
     try:
         return list(gcs.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
     except Exception:
-        return []
+        return None
 
 
 def main() -> int:
@@ -69,17 +83,20 @@ def main() -> int:
     deadline = time.monotonic() + args.timeout
 
     import ray
-    from ray._raylet import GcsClient
 
     if not wait_for_port(args.address, deadline):
         print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}", file=sys.stderr, flush=True)
         return 1
-    gcs = GcsClient(address=args.address)
+    gcs = connect(args.address)
 
     last = None
     nodes, gpus, alive = 0, 0, []
     while True:
-        alive = alive_nodes(gcs)
+        answer = alive_nodes(gcs)
+        if answer is None:
+            gcs = connect(args.address)  # the counts stay the last ones the head told
+        else:
+            alive = answer
         nodes, gpus = len(alive), int(sum(n.resources_total.get("GPU", 0) for n in alive))
         if (nodes, gpus) != last:
             print(f"grpo: joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs", flush=True)

@@ -1,11 +1,15 @@
-"""Two promises of the lifecycle on real daemons: every port a running job's Ray listens on lies inside the
-job's port block (the dashboard's API server included), and a resumed run that exits 0 without a new
-training step FAILS instead of COMPLETING (grpo_infra/lifecycle, docs/slurm.md)."""
+"""Promises of the lifecycle on real daemons: every port a running job's Ray listens on lies inside the
+job's port block (the dashboard's API server included), a resumed run that exits 0 without a new
+training step FAILS instead of COMPLETING, and a head whose raylet registers late on a loaded machine is
+started again, its workers following it, instead of failing the job (grpo_infra/lifecycle, docs/slurm.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -93,3 +97,94 @@ def test_a_resumed_run_that_exits_0_without_a_new_step_fails_unless_the_experime
     # One more step to go: the resumed run advances and COMPLETES.
     third = jobs.submit(local_sandbox.sbatch, extra_env={"GRPO_ENTRYPOINT": _probe(3)}, cwd=workdir)
     assert jobs.wait_for_state(third, timeout=240) == "COMPLETED", jobs.output(third)[-3000:]
+
+
+# Longer than Ray's own wait for a starting node's raylet to register (30 s, ray/_private/node.py, Ray 2.60).
+HEAD_STALL_S = 35.0
+
+
+def ray_ports_of(output: str) -> str:
+    """The GCS port the job's output names ("Ray ports A-B (GCS P, ...")."""
+    found = re.search(r"Ray ports \d+-\d+ \(GCS (\d+),", output)
+    assert found, output[-3000:]
+    return found.group(1)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _head_start(temp_dir: Path, timeout: float) -> int:
+    """The pid of the head's `ray start` whose temp dir is `temp_dir`, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            command = _cmdline(int(entry)) if entry.isdigit() else ""
+            if " start " in command and "--head" in command and f"--temp-dir={temp_dir} " in command:
+                return int(entry)
+        time.sleep(0.05)
+    raise AssertionError(f"no head `ray start` with temp dir {temp_dir} within {timeout:g} s")
+
+
+def _stop_its_raylet(start: int, timeout: float) -> int:
+    """Stop (SIGSTOP) the raylet the head's `ray start` spawns, the moment it is spawned (its child, looked
+    for every 2 ms): the head machine's load, at its worst, before the raylet registers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{start}/task/{start}/children").read_text().split()
+        except OSError as gone:
+            raise AssertionError("the head's `ray start` ended before it spawned its raylet") from gone
+        for child in map(int, children):
+            if "raylet/raylet" in _cmdline(child):
+                os.kill(child, signal.SIGSTOP)
+                return child
+        time.sleep(0.002)
+    raise AssertionError(f"the head's `ray start` spawned no raylet within {timeout:g} s")
+
+
+def test_a_head_whose_raylet_registers_late_starts_again_its_workers_follow_and_the_job_completes(
+    local_sandbox: Plan, workdir: Path
+) -> None:
+    checkpoints = Path(local_sandbox.env.job.checkpoint.dir) / "head-again"
+    steps = 3
+    job = jobs.submit(
+        local_sandbox.sbatch,
+        extra_env={
+            "GRPO_ENTRYPOINT": jobs.probe_command(checkpoints, steps=steps, step_seconds=1.0),
+            "GRPO_RAY_READY_TIMEOUT": "300",
+        },
+        cwd=workdir,
+    )
+    head = local_sandbox.nodes[0].name
+    start = _head_start(local_sandbox.ray_tmp / f"grpo-{job}" / head, timeout=180)
+    raylet = _stop_its_raylet(start, timeout=120)
+    try:
+        # Stopped until the head's `ray start` gave up on it (it exits), however long a loaded machine takes.
+        deadline = time.monotonic() + HEAD_STALL_S + 90
+        while Path(f"/proc/{start}").exists():
+            assert time.monotonic() < deadline, "the head's `ray start` did not give up on its stopped raylet"
+            time.sleep(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(raylet, signal.SIGCONT)
+    state = jobs.wait_for_state(job, jobs.FINAL_STATES, timeout=420)
+    output = jobs.output(job)
+    assert state == "COMPLETED", output[-3000:]
+    assert (
+        f"Ray head on {head} stopped while it joined (its raylet did not register in time: timed out during "
+        "startup); stopping what it left and starting again"
+    ) in output, output[-3000:]
+    # Every worker had reached for the first GCS; each saw it go and joined the second.
+    gcs = f"{local_sandbox.nodes[0].address}:{ray_ports_of(output)}"
+    for worker in local_sandbox.nodes[1:]:
+        assert (
+            f"Ray worker on {worker.name} stopped while it joined (the head's GCS at {gcs} was gone); stopping what "
+            "it left and starting again"
+        ) in output, output[-3000:]
+    saved = [e["step"] for e in jobs.probe_events(output) if e["event"] == "checkpoint"]
+    assert saved == list(range(1, steps + 1)), output[-3000:]
+    assert jobs.holders_of(local_sandbox.ray_tmp / f"grpo-{job}") == {}

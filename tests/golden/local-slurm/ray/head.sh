@@ -274,19 +274,47 @@ ray_node_interrupted() {
   exit 0
 }
 
-# A worker's `ray start` gives up when the head's GCS answers late: its first call to the GCS gives up after about
-# 5 s ("Failed to connect to GCS", ray/_private/state.py; measured with a stalled GCS), and its raylet gets 30 s to
-# register ("The current node timed out during startup": raylet_start_wait_time_s in ray/_private/node.py, a
-# constant, not a setting, ray-project/ray#47087; Ray 2.60). A GCS that many nodes join at once, or on a loaded
-# head machine, answers later than that. Such a start is tried again, after stopping what it left, until the
-# readiness deadline; any other failure, and a head's, is not. ray_start_again ROLE TEMP_DIR DEADLINE: true, once
-# what the failed start left is stopped, when the start whose output is in TEMP_DIR/ray-start.log is to be tried again.
+# A `ray start` gives up on a loaded machine for reasons that pass: a worker's when the head's GCS answers late
+# (its first call to the GCS gives up after about 5 s, "Failed to connect to GCS", ray/_private/state.py; measured
+# with a stalled GCS), and any node's when its raylet does not register within 30 s ("The current node timed out
+# during startup": raylet_start_wait_time_s in ray/_private/node.py, a constant, not a setting, ray-project/ray#47087;
+# Ray 2.60). A GCS that many nodes join at once, or a head machine under load, answers later than that. A head
+# started again is a new GCS, which a worker's start against the first one never reaches: run_ray_node stops it
+# once the first one is gone (watch_head_gcs). Each is tried again, after stopping what the failed start left,
+# until the readiness deadline; any other failure is not. ray_start_again ROLE TEMP_DIR DEADLINE: true, once what
+# the failed start left is stopped, when the start whose output is in TEMP_DIR/ray-start.log is to be tried again.
+# Only a caller that watches every node's Ray until the deadline (run_ray_node) may start a head again:
+# elsewhere its workers would not follow it.
 ray_start_again() {
-  local reason
-  [[ $1 != head ]] && (( SECONDS < $3 )) || return 1
-  reason=$(grep -oE -m1 'timed out during startup|Failed to connect to GCS' "$2/ray-start.log" 2>/dev/null) || return 1
-  log "Ray $1 on ${SLURMD_NODENAME:-$(hostname)} gave up waiting for the head's GCS ($reason); stopping what it left and starting again"
+  local reason pattern='timed out during startup'
+  [[ $1 == head ]] || pattern+='|Failed to connect to GCS'
+  (( SECONDS < $3 )) || return 1
+  if [[ -s $2/head-gone ]]; then
+    reason=$(<"$2/head-gone")
+  else
+    reason=$(grep -oE -m1 "$pattern" "$2/ray-start.log" 2>/dev/null) || return 1
+    case $reason in
+      "timed out during startup") reason="its raylet did not register in time: $reason" ;;
+      *) reason="gave up waiting for the head's GCS: $reason" ;;
+    esac
+  fi
+  log "Ray $1 on ${SLURMD_NODENAME:-$(hostname)} stopped while it joined ($reason); stopping what it left and starting again"
   stop_ray_under "$2"
+}
+
+# watch_head_gcs RAY_PID HEAD TEMP_DIR DEADLINE: until the readiness deadline, once a second, whether the head's
+# GCS still takes connections (a stalled one does: the kernel answers for it); when it no longer does, the head
+# was started again (ray_start_again) and this worker's `ray start` (pid RAY_PID) would wait on the old one
+# until Ray's own lookups give up, minutes later: it is stopped, the reason left in TEMP_DIR/head-gone.
+watch_head_gcs() {
+  while (( SECONDS < $4 )) && kill -0 "$1" 2>/dev/null; do
+    if ! port_open "$2" "$GRPO_RAY_GCS_PORT"; then
+      printf "the head's GCS at %s:%s was gone\n" "$2" "$GRPO_RAY_GCS_PORT" >"$3/head-gone"
+      kill -TERM "$1" 2>/dev/null
+      return 0
+    fi
+    sleep 1
+  done
 }
 
 # run_ray_node ROLE ADDRESS TEMP_DIR CPUS GPUS [HEAD_ADDRESS]: this node's Ray in the foreground, for as long
@@ -295,21 +323,23 @@ ray_start_again() {
 # INT does when it is this run's order (ray_node_interrupted); Ray stopping by itself ends it with one line
 # naming the node, "Ray <role> on <node> stopped by itself", and the end of Ray's start-up log.
 run_ray_node() {
-  local role=$1 addr=$2 temp_dir=$3 head=${6:-} node=${SLURMD_NODENAME:-$(hostname)} ray_pid rc deadline
+  local role=$1 addr=$2 temp_dir=$3 head=${6:-} node=${SLURMD_NODENAME:-$(hostname)} ray_pid rc deadline watcher=""
   stop_ray_under "$temp_dir"  # leftovers of an earlier run of this job id (a requeue)
   mkdir -p "$temp_dir" || fail "cannot create Ray temp dir $temp_dir on $node"
   trap 'exec 2>/dev/null; stop_ray_under "$temp_dir"; exit 0' TERM
   trap ray_node_interrupted INT
   ray_start_args "$@"
-  if [[ $role != head ]]; then
-    until port_open "$head" "$GRPO_RAY_GCS_PORT"; do sleep 0.05; done
-  fi
   deadline=$(( SECONDS + ${GRPO_RAY_READY_TIMEOUT:-300} ))
   while :; do
+    if [[ $role != head ]]; then
+      until port_open "$head" "$GRPO_RAY_GCS_PORT"; do sleep 0.05; done
+    fi
     log "starting Ray $role at $addr with ${4:-all} CPUs, $5 GPUs, temp dir $temp_dir"
     # No drain on TERM: it only lets Ray Serve proxies finish requests (node.py, _drain_node_before_shutdown).
+    rm -f "$temp_dir/head-gone"
     RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 ray start "${ray_args[@]}" --block >"$temp_dir/ray-start.log" 2>&1 &
     ray_pid=$!
+    [[ $role == head ]] || { watch_head_gcs "$ray_pid" "$head" "$temp_dir" "$deadline" & watcher=$!; }
     # An ignored INT ends `wait` early; the wait goes on for as long as `ray start` runs.
     wait "$ray_pid"
     rc=$?
@@ -317,6 +347,7 @@ run_ray_node() {
       wait "$ray_pid"
       rc=$?
     done
+    [[ -z $watcher ]] || kill "$watcher" 2>/dev/null
     ray_start_again "$role" "$temp_dir" "$deadline" || break
   done
   log "Ray $role on $node stopped by itself with status $rc; the end of $temp_dir/ray-start.log:"
@@ -374,14 +405,28 @@ def wait_for_port(address: str, deadline: float) -> bool:
             time.sleep(GCS_CONNECT_POLL_SECONDS)
 
 
-def alive_nodes(gcs) -> list:
-    """The GCS's alive nodes (GcsNodeInfo), or [] while it cannot answer yet."""
+def connect(address: str):
+    """A GCS client of the head at `address`, or None while it cannot answer."""
+    from ray._raylet import GcsClient
+
+    try:
+        return GcsClient(address=address)
+    except Exception:
+        return None
+
+
+def alive_nodes(gcs) -> list | None:
+    """The GCS's alive nodes (GcsNodeInfo), or None when it does not answer. A client keeps the cluster id of
+    the GCS it first reached, so a head started again while the nodes join (ray_start_again) answers only a new
+    client."""
     from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
+    if gcs is None:
+        return None
     try:
         return list(gcs.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
     except Exception:
-        return []
+        return None
 
 
 def main() -> int:
@@ -399,17 +444,20 @@ def main() -> int:
     deadline = time.monotonic() + args.timeout
 
     import ray
-    from ray._raylet import GcsClient
 
     if not wait_for_port(args.address, deadline):
         print(f"grpo: ERROR: cannot reach this job's Ray head at {args.address}", file=sys.stderr, flush=True)
         return 1
-    gcs = GcsClient(address=args.address)
+    gcs = connect(args.address)
 
     last = None
     nodes, gpus, alive = 0, 0, []
     while True:
-        alive = alive_nodes(gcs)
+        answer = alive_nodes(gcs)
+        if answer is None:
+            gcs = connect(args.address)  # the counts stay the last ones the head told
+        else:
+            alive = answer
         nodes, gpus = len(alive), int(sum(n.resources_total.get("GPU", 0) for n in alive))
         if (nodes, gpus) != last:
             print(f"grpo: joined {nodes}/{args.nodes} nodes, {gpus}/{args.gpus} GPUs", flush=True)
@@ -729,7 +777,8 @@ grpo_require_secrets() {
 
 # Start this node's Ray in the background (ray start returns once it runs): grpo_start_ray ROLE ADDRESS
 # TEMP_DIR GPUS [HEAD_ADDRESS], with the lifecycle's options (ray_start_args).
-# A worker whose start gave up waiting for the head's GCS starts again (ray_start_again).
+# A worker whose start gave up while it joined starts again (ray_start_again); a head does not: nothing here
+# watches the workers that joined its first GCS, so they would not follow a second one.
 grpo_start_ray() {
   local deadline=$(( SECONDS + ${GRPO_RAY_READY_TIMEOUT:-300} )) status
   mkdir -p "$3" || fail "cannot create Ray temp dir $3"
@@ -740,7 +789,7 @@ grpo_start_ray() {
     status=$?
     cat "$3/ray-start.log"
     (( status != 0 )) || return 0
-    ray_start_again "$1" "$3" "$deadline" || return 1
+    [[ $1 != head ]] && ray_start_again "$1" "$3" "$deadline" || return 1
   done
 }
 
