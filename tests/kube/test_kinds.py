@@ -63,7 +63,8 @@ def usage(paths: Paths, env: Environment) -> dict[str, str]:
 
 
 def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: Paths) -> None:
-    lifetime = 45
+    # Long enough for `submit` to accept the cluster on a loaded machine before its lifetime suspends it.
+    lifetime = 60
     env = with_changes(local_k8s(), kind_of("raycluster", maxExecutionHours=lifetime / 3600))
     objects = objects_with_token(env)
     apply_stack(kube, objects)
@@ -85,15 +86,21 @@ def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: P
         assert all(p["spec"]["nodeName"].startswith("local-gpu-") for p in workers)
         assert len({p["spec"]["nodeName"] for p in workers}) == env.gang.nodes, "one node each"
         assert usage(kube, env), "the gang holds quota while it runs"
-        head = next(p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type") == "head")
-        # `submit` reads these same objects; KWOK reports every container Ready (the gate never ran here).
-        # Under load KubeRay's status was seen `ready` with its count of ready workers a pod behind, which
-        # `submit` refuses: a user who sends the job a moment later is accepted, so the test waits as one would.
-        wait_until(
-            lambda: refusal(env, get(kube, "raycluster", name, "-n", ns), head) is None,
-            60,
-            "`submit` accepting the admitted, ready RayCluster",
-        )
+        # `submit` reads these same objects, read afresh each time as a user's `submit` would; KWOK reports every
+        # container Ready (the gate never ran here). Under load KubeRay's status was seen `ready` with its count
+        # of ready workers a pod behind, which `submit` refuses: a user who sends the job a moment later is
+        # accepted, so the test waits as one would, and names the last refusal if it never comes.
+        said: list[str | None] = [None]
+
+        def accepted() -> bool:
+            head = next((p for p in pods(kube, ns) if p["metadata"]["labels"].get("ray.io/node-type") == "head"), None)
+            said[0] = refusal(env, get(kube, "raycluster", name, "-n", ns), head)
+            return said[0] is None
+
+        try:
+            wait_until(accepted, 60, "`submit` accepting the admitted, ready RayCluster")
+        except AssertionError as late:
+            raise AssertionError(f"{late}; its last refusal: {said[0]}") from None
 
         wait_until(
             lambda: get(kube, "workloads", "-n", ns)["items"][0]["spec"].get("active") is False,
