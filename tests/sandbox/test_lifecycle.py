@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from grpo_infra.lifecycle.resume import FINISHED_FILE
+from grpo_infra.ports import ray_ports
 from grpo_infra.sandbox import jobs
 from grpo_infra.sandbox.cluster import which
 from grpo_infra.sandbox.plan import Plan
@@ -103,11 +104,11 @@ def test_a_resumed_run_that_exits_0_without_a_new_step_fails_unless_the_experime
 HEAD_STALL_S = 35.0
 
 
-def ray_ports_of(output: str) -> str:
-    """The GCS port the job's output names ("Ray ports A-B (GCS P, ...")."""
-    found = re.search(r"Ray ports \d+-\d+ \(GCS (\d+),", output)
-    assert found, output[-3000:]
-    return found.group(1)
+def gcs_port(plan: Plan, job: int) -> int:
+    """The GCS port of `job`'s port block, by the stack's rule (its range, its pool's block size)."""
+    assert plan.env.slurm is not None
+    ports = plan.env.slurm.ray_ports
+    return ray_ports(ports.start, ports.end, job, plan.env.gang.pool.ray_block_size).gcs
 
 
 def _cmdline(pid: int) -> str:
@@ -179,7 +180,7 @@ def test_a_head_whose_raylet_registers_late_starts_again_its_workers_follow_and_
         "startup); stopping what it left and starting again"
     ) in output, output[-3000:]
     # Every worker had reached for the first GCS; each saw it go and joined the second.
-    gcs = f"{local_sandbox.nodes[0].address}:{ray_ports_of(output)}"
+    gcs = f"{local_sandbox.nodes[0].address}:{gcs_port(local_sandbox, job)}"
     for worker in local_sandbox.nodes[1:]:
         assert (
             f"Ray worker on {worker.name} stopped while it joined (the head's GCS at {gcs} was gone); stopping what "
