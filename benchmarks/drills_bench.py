@@ -28,15 +28,19 @@ CLI = str(Path(sys.executable).parent / "grpo-infra")
 KUBERNETES_STACKS = ("eks-prod", "gke-dev", "gke-disagg", "onprem-k8s", "local-k8s")
 
 
-def run(stack: str, drill: str, logs: Path) -> str:
-    """Run one drill and keep its output (and its exit status, wall time and the local cluster's peak resident
-    memory, sampled every 2 s: kube_bench.py `cluster_rss_mib`) in `logs`."""
+def run(stack: str, drill: str | None, logs: Path) -> str:
+    """Run one drill (`None`: the rehearsal alone) and keep its output (and its exit status, wall time and the
+    local cluster's peak resident memory, sampled every 2 s: kube_bench.py `cluster_rss_mib`) in `logs`."""
     started = time.monotonic()
-    kept = logs / f"{stack}-{drill}.log"
+    kept = logs / f"{stack}-{drill or 'rehearsal'}.log"
     peak = 0.0
     with kept.open("w") as sink:
         proc = subprocess.Popen(
-            [CLI, "rehearse", stack, "--drill", drill], cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True
+            [CLI, "rehearse", stack, *(["--drill", drill] if drill else [])],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         while proc.poll() is None:
             peak = max(peak, cluster_rss_mib())

@@ -44,6 +44,7 @@ def rehearse(
     from ..image.oci import OCIError
     from ..job_wait import WaitError
     from ..rehearsal import drills, node_drills
+    from ..rehearsal.operators import OperatorError
     from ..rehearsal.plan import rehearsal
     from ..rehearsal.reach import ReachError
     from ..rehearsal.scale import factors, local_allocatable
@@ -91,7 +92,7 @@ def rehearse(
             fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
         _drill_verdict(stack, drill, str(exc), env)
         return
-    except (KubeError, EngineError, BuildError, OCIError, TenantError, ReachError) as exc:
+    except (KubeError, EngineError, BuildError, OCIError, TenantError, ReachError, OperatorError) as exc:
         fail(escape(f"rehearsal of {stack}: {exc}"), code=1)
     from .. import probe_report
 

@@ -2,8 +2,10 @@
 
 The order is the README's: the stack's CPU image built (`grpo-infra image build`), `grpo-infra kube up`
 with real nodes shaped like the stack's pools and the operators from their charts, `grpo-infra up --wait`
-(here with each pool's CPU and memory scaled, scale.py; the run followed and the docs' steps done as the
-tenant, tenant.py; the job's NetworkPolicy tried from other namespaces once it runs, reach.py), `grpo-infra destroy`, `grpo-infra kube down`.
+(here with each pool's CPU and memory scaled, scale.py; the operators checked as their charts made them,
+operators.py; the run followed and the docs' steps done as the tenant, tenant.py; the job's NetworkPolicy
+tried from other namespaces once it runs, reach.py), `grpo-infra destroy` (nothing of the stack left but
+what Helm keeps, operators.py), `grpo-infra kube down`.
 The rehearsal's stack file is written to a directory of its own; the project's are never touched.
 """
 
@@ -23,7 +25,7 @@ from ..kube import cluster, images, nodeimages
 from ..kube.plan import Paths
 from ..spec import ENVIRONMENT_KEY, PROJECT
 from ..spec.load import lock_source
-from . import drills, kinds, node_drills, reach, tenant
+from . import drills, kinds, node_drills, operators, reach, tenant
 from .plan import HOST_ROOT, Rehearsal
 from .scale import Factor, scale_object
 
@@ -156,10 +158,12 @@ def run(
             chosen.set_config(key, auto.ConfigValue(value=value, secret=True))
         keep_secrets(rehearsal, Path(chosen.workspace.work_dir), work)
         engine.up(chosen, on_output=lambda line: say(line.rstrip("\n")))
+        admin = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
+        # The operators as their charts made them, before anything depends on them (operators.py).
+        operators.check_running(env, admin, say)
         # The run is followed, and the docs' steps done, as the tenant: with its own RBAC (tenant.py).
         kubectl = tenant.tenant_kubectl(Paths(cluster.ROOT), env.job.tenant)
         say(f"as the tenant: {tenant.identity(env.job.tenant)}")
-        admin = functools.partial(cluster.kubectl, Paths(cluster.ROOT))
 
         def try_policy(ray_cluster: str) -> None:
             reach.check(env, admin, ray_cluster, cluster.load_state()["nodes"], say)
@@ -178,6 +182,7 @@ def run(
             tenant.run_steps(env, kubectl, say, run)
         if not keep:
             engine.destroy(chosen, on_output=lambda line: say(line.rstrip("\n")))
+            operators.check_destroyed(env, admin, say)
         return outcome, loss
     finally:
         if not keep:

@@ -1,6 +1,6 @@
 """The stack's job on real nodes, run as the README runs it: `grpo-infra kube up` (here with the stack's CPU
-image built and loaded, and the operators as host processes, ready at once for the five `up`s of this module;
-tests/kube/test_operators_real.py runs them from their charts, `kube up`'s default on real nodes),
+image built and loaded, and the operators as host processes, ready at once for the `up`s of this module;
+the rehearsals of tests/kube/test_rehearse.py run them from their charts, `kube up`'s default on real nodes),
 `eval "$(grpo-infra kube env)"`, `grpo-infra up local-k8s --wait`, `grpo-infra destroy local-k8s`. Kueue admits the gang, KubeRay makes the RayCluster, the head and the workers start in
 real containers (the stack's CPU image: `image.variant: cpu`) on the right nodes with the device plugin's
 GPUs, the pods' image guard passes, Ray sees every worker and every GPU, the submitter runs the stack's
@@ -69,10 +69,10 @@ def host_paths() -> list[Path]:
     return [Path(volume.host_path), *(Path(v.host_path) for v in ENV.kubernetes.volumes if v.host_path)]
 
 
-def job_cluster(clusters: LocalClusters, operators: str = "processes") -> Paths:
-    """The session's cluster of real nodes with the stack's CPU image loaded (and, for `operators="charts"`,
-    the operators' images; the tools image for tests/kube/test_real_nodes.py's probes), and the host paths
-    the pods mount, empty for as long as it runs; all removed with it."""
+def job_cluster(clusters: LocalClusters) -> Paths:
+    """The session's cluster of real nodes with the stack's CPU image loaded (the tools image too, for
+    tests/kube/test_real_nodes.py's probes), and the host paths the pods mount, empty for as long as it runs;
+    all removed with it."""
     realnodes_reason = realnodes.unavailable()
     if realnodes_reason:
         unavailable(realnodes_reason)
@@ -80,13 +80,11 @@ def job_cluster(clusters: LocalClusters, operators: str = "processes") -> Paths:
     # only a changed checkout rebuilds (the upper layer), and CI needs no step of its own.
     build(ENV, ROOT)
     try:
-        archives = images.node_archives(ENV, ROOT, "local-k8s", operators=operators == "charts")
+        archives = images.node_archives(ENV, ROOT, "local-k8s", operators=False)
     except OCIError as exc:
         unavailable(str(exc))
     archives.append(nodeimages.tools_archive())
-    return clusters.use(
-        ENV, nodes="real", archives=archives, cpu_nodes=len(CPU_NODES), operators=operators, around=empty_host_paths
-    )
+    return clusters.use(ENV, nodes="real", archives=archives, cpu_nodes=len(CPU_NODES), around=empty_host_paths)
 
 
 # Left in a host path the tests made, so that a run killed before its clean-up (the paths outlive it) is
@@ -391,56 +389,6 @@ def test_a_volume_that_cannot_mount_ends_up_wait_in_one_line_and_releases_the_ga
     assert "FailedMount for " in line and f"{missing} is not a directory" in line, line
 
 
-def test_a_raycluster_stack_runs_the_job_grpo_infra_submit_sends_it(kube: Paths, tmp_path: Path) -> None:
-    """The stack file switched to `kind: raycluster`: one `grpo-infra up` gives a gang-admitted Ray cluster
-    on real pods, and `grpo-infra submit --wait` runs the stack's job on it to SUCCEEDED through the Jobs API
-    (the head Service port-forwarded, the tenant's token Secret read, as a user does)."""
-    project = tmp_path / "project"
-    shutil.copytree(ROOT / "stacks", project / "stacks")
-    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    stack_file = project / "stacks" / "Pulumi.local-k8s.yaml"
-    text = stack_file.read_text()
-    assert "      name: grpo-qwen25-05b\n" in text
-    stack_file.write_text(
-        text.replace("      name: grpo-qwen25-05b\n", "      name: grpo-qwen25-05b\n      kind: raycluster\n")
-    )
-    empty_checkpoints()  # the RayJob test's steps: this run must start from step 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
-
-    def run(command: str, timeout: float) -> str:
-        done = subprocess.run(
-            as_the_readme(command), cwd=project, env=env, capture_output=True, text=True, timeout=timeout
-        )
-        assert done.returncode == 0, f"{command}: {(done.stdout + done.stderr)[-3000:]}"
-        return done.stdout
-
-    run(f"{CLI} up local-k8s --root {project}", 300)
-    try:
-        rc = wait_until(
-            lambda: (
-                (c := get(kube, "raycluster", ENV.job.name, "-n", TENANT)).get("status", {}).get("state") == "ready"
-                and c
-            ),
-            600,
-            "the RayCluster admitted whole and ready",
-        )
-        assert rc["status"].get("readyWorkerReplicas", 0) == ENV.gang.nodes
-        workers = [p for p in ray_pods(kube) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
-        assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
-        started = time.monotonic()
-        out = run(f"{CLI} submit local-k8s --root {project} --wait", 600)
-        print(out[-4000:])
-        print(f"submit --wait: {time.monotonic() - started:.0f}s")
-        assert "submitted grpo-qwen25-05b-" in out and "SUCCEEDED: where every rank ran" in out, out[-3000:]
-        assert all(p["metadata"]["name"] in out and p["spec"]["nodeName"] in out for p in workers), out[-3000:]
-        saved = host_paths()[0] / checkpoint_sub_path(ENV) / "latest_checkpointed_iteration.txt"
-        assert saved.read_text().strip() == str(STEPS)
-        # The cluster stays up for the next submission: still Ready, still holding its gang.
-        assert get(kube, "raycluster", ENV.job.name, "-n", TENANT)["status"]["state"] == "ready"
-    finally:
-        run(f"{CLI} destroy local-k8s --root {project}", 600)
-
-
 def node_ready(paths: Paths, node: str) -> str:
     conditions = get(paths, "node", node)["status"].get("conditions", [])
     return next((c["status"] for c in conditions if c["type"] == "Ready"), "?")
@@ -470,9 +418,8 @@ def drill_project(tmp_path: Path, steps: int) -> Path:
 
 def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> None:
     """Run the job with `grpo-infra up --wait`; at step 2 kill the node of one `role` pod ("worker" or
-    "head") the way a machine dies; `then`: "reboot" boots it again 45 s later (a machine that reboots),
-    "out-of-service" declares it so (the runbook for a machine that is gone), "nothing" leaves it dead
-    and untouched. Then: KubeRay retries the attempt as a new Ray cluster, every pod new, and the new
+    "head") the way a machine dies and stays dead; `then`: "out-of-service" declares it so (the runbook for
+    a machine that is gone), "nothing" leaves it untouched. Then: KubeRay retries the attempt as a new Ray cluster, every pod new, and the new
     attempt resumes from the last checkpoint on the nodes' shared path and advances to the last step
     (the step numbers are asserted)."""
     steps = 10
@@ -481,7 +428,6 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     output = tmp_path / "up.log"
     victim = ""
-    rebooted = False
     with output.open("w") as sink:
         up = subprocess.Popen(
             as_the_readme(f"{CLI} up local-k8s --root {project} --wait"),
@@ -502,13 +448,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
         killed_at_step = int(tracker.read_text())
         lost = time.monotonic()
         assert cluster.kill_node(victim), f"nothing of {victim} to kill"
-        if then == "reboot":
-            time.sleep(45)
-            cluster.boot_node(victim)
-            wait_until(lambda: node_ready(kube, victim) == "True", 150, f"{victim} Ready again")
-            rebooted = True
-        else:
-            wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
+        wait_until(lambda: node_ready(kube, victim) != "True", 150, f"{victim} NotReady")
         if then == "out-of-service":
             # The runbook for a dead bare-metal node: its pods stay Terminating until it is declared out of service.
             cluster.kubectl(kube, "taint", "node", victim, f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
@@ -534,8 +474,7 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
         assert not set(old) & {p["metadata"]["name"] for p in new}, "every pod of the gang is new"
         workers = [p for p in new if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
         assert len({p["spec"]["nodeName"] for p in workers}) == ENV.gang.nodes
-        if then != "reboot":
-            assert victim not in {p["spec"]["nodeName"] for p in new}
+        assert victim not in {p["spec"]["nodeName"] for p in new}
         up.wait(timeout=900)
         out = output.read_text()
         print(out[-5000:])
@@ -561,14 +500,14 @@ def lose_a_node_mid_run(kube: Paths, tmp_path: Path, role: str, then: str) -> No
         assert int(tracker.read_text()) == steps, "the attempts after the loss advanced to the last step"
         print(
             f"{role} node loss ({then}): {victim} killed at step {killed_at_step}; "
-            f"{'back' if then == 'reboot' else 'NotReady'} after {back:.0f}s; new Ray cluster after "
+            f"NotReady after {back:.0f}s; new Ray cluster after "
             f"{retried:.0f}s; resumed from step {resumed['from_step']}; SUCCEEDED {time.monotonic() - lost:.0f}s "
             "after the loss"
         )
     finally:
         if up.poll() is None:
             up.kill()
-        if victim and not rebooted:
+        if victim:
             repair(kube, victim)
         subprocess.run(
             as_the_readme(f"{CLI} destroy local-k8s --root {project}"), cwd=project, env=env, timeout=600, check=False
@@ -609,13 +548,6 @@ def repair(paths: Paths, node: str) -> None:
             60,
             f"{node}'s GPUs advertised again",
         )
-
-
-def test_a_rebooted_head_node_restarts_the_whole_gang_which_resumes_and_advances(kube: Paths, tmp_path: Path) -> None:
-    """The head's CPU node dies and reboots 45 s later: the submitter on the other CPU node stops hearing
-    the head's GCS and fails, KubeRay retries the attempt as a new Ray cluster (docs/kubernetes.md
-    "When the head is lost"), which resumes and advances; no RayJob Running for ever."""
-    lose_a_node_mid_run(kube, tmp_path, "head", then="reboot")
 
 
 def test_a_head_node_gone_for_good_restarts_the_whole_gang_on_the_other_cpu_node(kube: Paths, tmp_path: Path) -> None:

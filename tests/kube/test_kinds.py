@@ -1,7 +1,8 @@
 """`job.kind` on the local cluster (real API server, Kueue v0.19.2, KubeRay v1.6.2; KWOK's fake nodes, which
 run no container — so Ray itself does not run here, see tests/k8s/test_submit.py for the Jobs API side): a
 RayCluster admitted whole and its pods on the pool's nodes, its lifetime ending the workload and freeing the
-quota; a RayCronJob's first run created on schedule and admitted whole; `pulumi preview --diff` between kinds."""
+quota; `pulumi preview --diff` between kinds. A RayCronJob's tick, its one run named by the tick and that run
+on real nodes to SUCCEEDED: the onprem-k8s rehearsal, tests/kube/test_rehearse.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 import re
 import shutil
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,14 @@ from .test_cluster import apply_stack, delete_stack, pods
 
 # On the session's local-k8s cluster with KWOK nodes (conftest.py `kube`).
 pytestmark = pytest.mark.cluster("kwok")
-# KubeRay v1.6.2 controllers/ray/utils/constant.go RayCronJobTimestampAnnotationKey: the tick a run was made for.
-SCHEDULED_AT = "ray.io/cronjob-scheduled-timestamp"
 
 
-def kind_of(kind: str, **settings: Any) -> Any:
+def raycluster(**settings: Any) -> Any:
+    """The stack file's change to `kind: raycluster` with these `kubernetes.rayCluster` settings."""
+
     def change(data: dict[str, Any]) -> None:
-        data["job"]["kind"] = kind
-        if kind == "raycluster" and settings:
-            data["kubernetes"]["rayCluster"] = settings
-        if kind == "raycronjob":
-            data["kubernetes"]["rayCronJob"] = settings
-            data["job"]["checkpoint"]["resume"] = "disable"
+        data["job"]["kind"] = "raycluster"
+        data["kubernetes"]["rayCluster"] = settings
 
     return change
 
@@ -65,7 +61,7 @@ def usage(paths: Paths, env: Environment) -> dict[str, str]:
 def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: Paths) -> None:
     # Long enough for `submit` to accept the cluster on a loaded machine before its lifetime suspends it.
     lifetime = 60
-    env = with_changes(local_k8s(), kind_of("raycluster", maxExecutionHours=lifetime / 3600))
+    env = with_changes(local_k8s(), raycluster(maxExecutionHours=lifetime / 3600))
     objects = objects_with_token(env)
     apply_stack(kube, objects)
     ns, name = env.job.tenant, env.job.name
@@ -117,69 +113,6 @@ def test_a_raycluster_is_admitted_whole_and_its_lifetime_frees_the_quota(kube: P
         reason = refusal(env, get(kube, "raycluster", name, "-n", ns), None)
         assert reason is not None and "not admitted" in reason
     finally:
-        delete_stack(kube, objects)
-
-
-def test_a_raycronjob_makes_one_run_per_tick_named_by_it_and_admitted_whole(kube: Paths) -> None:
-    env = with_changes(local_k8s(), kind_of("raycronjob", schedule="* * * * *"))
-    objects = objects_with_token(env)
-    ns = env.job.tenant
-    apply_stack(kube, objects)
-
-    def runs() -> list[dict[str, Any]]:
-        return get(kube, "rayjobs", "-n", ns, "-l", f"ray.io/cronjob-name={env.job.name}")["items"]
-
-    try:
-        # Every tick makes a RayJob (no concurrency policy at v1.6.2). KubeRay v1.6.2 may create two for one tick
-        # (kuberay#4849); the stack's policy names each run by its tick, so the second is refused and each tick
-        # has exactly one run, named as KubeRay v1.7.0 names it. Two ticks are watched.
-        first = wait_until(runs, 150, "the first run on schedule")
-        first_tick = min(j["metadata"]["annotations"][SCHEDULED_AT] for j in first)
-        assert all(j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default" for j in first), "Kueue's default"
-
-        def admitted() -> list[dict[str, Any]]:
-            names = {j["metadata"]["name"] for j in runs() if j["metadata"]["annotations"][SCHEDULED_AT] == first_tick}
-            return [
-                w
-                for w in get(kube, "workloads", "-n", ns)["items"]
-                if w.get("status", {}).get("admission")
-                and any(ref["name"] in names for ref in w["metadata"].get("ownerReferences", []))
-            ]
-
-        [workload] = wait_until(admitted, 90, "a run of the first tick admitted")
-        assert workload["status"]["admission"]["clusterQueue"] == cluster_queue_name(env.tenant(ns))
-        podsets = {p["name"]: p["count"] for p in workload["spec"]["podSets"]}
-        assert podsets == {"head": 1, env.gang.pool.name: env.gang.nodes, "submitter": 1}, "the whole gang"
-        held = [
-            w["metadata"]["name"]
-            for w in get(kube, "workloads", "-n", ns)["items"]
-            if w.get("status", {}).get("admission")
-        ]
-        assert held == [workload["metadata"]["name"]], "one gang fits the quota"
-        # The next tick's run (admitted once the first frees the quota), then a few seconds for
-        # any second RayJob KubeRay's stale pass would make for either tick.
-        wait_until(lambda: len({j["metadata"]["annotations"][SCHEDULED_AT] for j in runs()}) >= 2, 100, "a second tick")
-        time.sleep(5)
-        by_tick: dict[str, list[str]] = {}
-        for j in runs():
-            by_tick.setdefault(j["metadata"]["annotations"][SCHEDULED_AT], []).append(j["metadata"]["name"])
-        print(f"raycronjob: runs per tick {by_tick}")
-        for tick, names in by_tick.items():
-            minutes = int(datetime.fromisoformat(tick.replace("Z", "+00:00")).timestamp()) // 60
-            assert names == [f"{env.job.name}-{minutes}"], f"one run for the tick {tick}, named by it: {names}"
-    finally:
-        cluster.kubectl(
-            kube,
-            "patch",
-            "raycronjob",
-            env.job.name,
-            "-n",
-            ns,
-            "--type=merge",
-            "-p",
-            '{"spec":{"suspend":true}}',
-            check=False,
-        )
         delete_stack(kube, objects)
 
 
