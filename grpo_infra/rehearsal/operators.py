@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import tarfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -33,6 +32,7 @@ from ..k8s.operators import (
     kueue_image,
 )
 from ..k8s.queues import cluster_queue_name
+from ..kube.plan import KubeError
 from ..spec import Environment
 
 # The kinds a chart's cluster-wide objects are made of (besides the namespaced pods and releases).
@@ -103,7 +103,7 @@ def check_running(env: Environment, kubectl: Kubectl, say: Say) -> None:
     path = f"/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{queue}/pendingworkloads"
     try:
         kind = json.loads(kubectl("get", "--raw", path)).get("kind")
-    except Exception as exc:  # the kubectl callable's own error, whatever it is
+    except KubeError as exc:
         raise OperatorError(f"Kueue's visibility API: {path} did not answer: {exc}") from None
     if kind != "PendingWorkloadsSummary":
         raise OperatorError(f"Kueue's visibility API: {path} answered a {kind}, not a PendingWorkloadsSummary")
@@ -151,7 +151,7 @@ def leftovers(env: Environment, kubectl: Kubectl) -> list[str]:
     return sorted(found)
 
 
-def check_destroyed(env: Environment, kubectl: Kubectl, say: Say, sleep: Callable[[float], None] = time.sleep) -> None:
+def check_destroyed(env: Environment, kubectl: Kubectl, say: Say) -> None:
     """After `destroy`: nothing of the stack left within `GONE_WITHIN_S` (namespaces empty themselves), but
     KubeRay's CRDs, which Helm keeps; raises OperatorError naming what is left."""
     deadline = time.monotonic() + GONE_WITHIN_S
@@ -160,7 +160,7 @@ def check_destroyed(env: Environment, kubectl: Kubectl, say: Say, sleep: Callabl
             raise OperatorError(
                 f"destroy left {len(left)} object(s) of the stack after {GONE_WITHIN_S}s: {', '.join(left[:8])}"
             )
-        sleep(2)
+        time.sleep(2)
     say(
         f"destroy: nothing of the stack left but KubeRay's CRDs ({', '.join(kept_crds())}), which Helm keeps "
         "(a chart's crds/ folder is never deleted)"
