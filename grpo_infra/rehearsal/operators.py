@@ -35,7 +35,7 @@ from ..k8s.queues import cluster_queue_name
 from ..kube.plan import KubeError
 from ..spec import Environment
 
-# The kinds a chart's cluster-wide objects are made of (besides the namespaced pods and releases).
+# The kinds of the charts' cluster-wide objects (their pods and releases go with their namespaces).
 CLUSTER_KINDS = (
     "customresourcedefinitions",
     "clusterroles",
@@ -125,8 +125,10 @@ def _operators_or_ray(name: str) -> bool:
 
 
 def leftovers(env: Environment, kubectl: Kubectl) -> list[str]:
-    """What of the stack is still there: its namespaces, any Ray object, the operators' cluster-wide objects
-    and pods (`kind/name`), but for KubeRay's CRDs and the APIService the API server keeps for their group."""
+    """What of the stack is still there (`kind/name`): its namespaces and the operators' (and so any pod of
+    theirs), any Ray object, and the operators' cluster-wide objects, but for KubeRay's CRDs and the
+    APIService the API server keeps for their group. The stack's own cluster-wide objects are Kueue's kinds
+    (ClusterQueue, ResourceFlavor, Topology, WorkloadPriorityClass), which go with Kueue's CRDs."""
     kept = {f"customresourcedefinitions/{crd}" for crd in kept_crds()}
     found: list[str] = []
     namespaces = {*(n["metadata"]["name"] for n in tenant_namespaces(env)), KUEUE_NAMESPACE, KUBERAY_NAMESPACE}
