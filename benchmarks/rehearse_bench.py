@@ -23,7 +23,9 @@ def row(stack: str, out: str) -> list[str]:
     text = re.sub(r"\s+", " ", out)
     trailer = re.search(r"exit=(-?\d+) wall=(\d+)", text)
     code, wall = (int(trailer[1]), int(trailer[2])) if trailer else (None, None)
-    ended = re.search(rf"rehearsal of {re.escape(stack)}: (\S+ \S+) (SUCCEEDED|FAILED|\w+)", text)
+    ended = re.findall(
+        rf"rehearsal of {re.escape(stack)}: ((?:rayjob|raycluster) \S+(?: its submission)? [A-Z]+)\b", text
+    )
     verdict = "passed" if code == 0 else f"FAILED (exit {code})"
     memory = peak_memory(text)
     over = []
@@ -34,10 +36,10 @@ def row(stack: str, out: str) -> list[str]:
     return [
         stack,
         verdict,
-        ended[0].removeprefix(f"rehearsal of {stack}: ") if ended else "-",
+        ended[-1] if ended else "-",
         "-" if wall is None else f"{wall / 60:.1f} min",
         memory,
-        ", ".join(over) or "both met",
+        "-" if code != 0 else ", ".join(f"{goal} over" for goal in over) or "both met",
     ]
 
 
