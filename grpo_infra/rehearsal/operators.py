@@ -22,18 +22,18 @@ import yaml
 from ..job_wait import Kubectl, Say
 from ..k8s.namespaces import tenant_namespaces
 from ..k8s.operators import (
-    KUBERAY_CHART,
     KUBERAY_NAMESPACE,
-    KUBERAY_VERSION,
     KUEUE_NAMESPACE,
     OPERATOR_NODE_LOSS_S,
     bundled_chart,
     kuberay_image,
     kueue_image,
+    operator_tolerations,
 )
 from ..k8s.queues import cluster_queue_name
 from ..kube.plan import KubeError
 from ..spec import Environment
+from ..validate.crds import BUNDLED
 
 # The kinds of the charts' cluster-wide objects (their pods and releases go with their namespaces).
 CLUSTER_KINDS = (
@@ -47,7 +47,6 @@ CLUSTER_KINDS = (
 RAY_KINDS = ("rayjobs", "rayclusters", "raycronjobs")
 # Pulumi's destroy returns once the API server accepted each deletion; a namespace then empties itself.
 GONE_WITHIN_S = 120
-LOST_NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 class OperatorError(Exception):
@@ -63,11 +62,12 @@ def _items(kubectl: Kubectl, *args: str) -> list[dict[str, Any]]:
     return list(json.loads(kubectl("get", *args, "-o", "json")).get("items", []))
 
 
-def _lost_node_seconds(pod: dict[str, Any]) -> dict[str, Any]:
+def _lost_node_seconds(tolerations: list[dict[str, Any]], taints: set[str]) -> dict[str, Any]:
+    """The seconds each of these NoExecute taints is tolerated for."""
     return {
         t.get("key"): t.get("tolerationSeconds")
-        for t in pod["spec"].get("tolerations", [])
-        if t.get("effect") == "NoExecute" and t.get("key") in LOST_NODE_TAINTS
+        for t in tolerations
+        if t.get("effect") == "NoExecute" and t.get("key") in taints
     }
 
 
@@ -83,9 +83,11 @@ def pod_line(namespace: str, image: str, pods: list[dict[str, Any]]) -> str:
     ran = [s.get("image") for s in statuses]
     if ran != [image]:
         raise OperatorError(f"operator {name}: runs {', '.join(map(str, ran))}, its chart names {image}")
-    lost = _lost_node_seconds(pod)
-    if lost != dict.fromkeys(LOST_NODE_TAINTS, OPERATOR_NODE_LOSS_S):
-        after = ", ".join(f"{f'{lost[t]} s' if t in lost else 'never'} ({t})" for t in LOST_NODE_TAINTS)
+    wanted = operator_tolerations()  # the stack's values for both charts: one rule, k8s/operators.py
+    taints = {str(t["key"]) for t in wanted}
+    lost = _lost_node_seconds(pod["spec"].get("tolerations", []), taints)
+    if lost != _lost_node_seconds(wanted, taints):
+        after = ", ".join(f"{f'{lost[t]} s' if t in lost else 'never'} ({t})" for t in sorted(taints))
         raise OperatorError(
             f"operator {name}: leaves a lost node after {after}; the stack gives its chart {OPERATOR_NODE_LOSS_S} s"
         )
@@ -112,11 +114,12 @@ def check_running(env: Environment, kubectl: Kubectl, say: Say) -> None:
 
 def kept_crds() -> list[str]:
     """The CRDs in the bundled KubeRay chart's `crds/` folder: Helm installs them and never deletes them."""
-    with tarfile.open(bundled_chart(f"{KUBERAY_CHART}-{KUBERAY_VERSION}.tgz")) as chart:
+    [(chart_file, folder)] = BUNDLED.values()  # the bundled chart and its CRD folder: validate/crds.py
+    with tarfile.open(bundled_chart(chart_file)) as chart:
         return sorted(
             yaml.safe_load(chart.extractfile(m).read())["metadata"]["name"]  # type: ignore[union-attr]
             for m in chart.getmembers()
-            if m.isfile() and m.name.startswith(f"{KUBERAY_CHART}/crds/")
+            if m.isfile() and m.name.startswith(folder)
         )
 
 
