@@ -479,6 +479,7 @@ def _start_real_nodes(
     for node in planned:
         realnodes.prepare_node(node, paths, created, token)
     paths.state.write_text(json.dumps({**load_state(paths.root), "created_outside_root": created}) + "\n")
+    realnodes.seed_disks(planned, paths, archives)
     for node in planned:
         realnodes.start_node(node, paths)
     realnodes.load_all_images(planned, paths, archives, timeout)

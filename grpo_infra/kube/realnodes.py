@@ -27,7 +27,7 @@ import yaml
 
 from ..localnode import add_bridge, attach, check_subnet_free, kill_all, namespace_pids, namespaces
 from ..localnode.run import LocalNodeError, run
-from . import gpudriver, hcas, netpolicy, nodeimages, presented
+from . import gpudriver, hcas, netpolicy, nodeimages, nodeseed, presented
 from .nodes import (
     BRIDGE,
     CGROUP_PARENT,
@@ -377,6 +377,16 @@ def start_node(node: RealNode, paths: Paths) -> None:
             start_new_session=True,
             cwd=dirs.base,
         )
+
+
+def seed_disks(nodes: list[RealNode], paths: Paths, archives: list[Path]) -> None:
+    """Every node's containerd root starts as the seed of `archives` (nodeseed.py), as a cloud node boots
+    from a disk image with its images pulled; the import that follows finds them there."""
+    root = nodeseed.seed(
+        archives, which("containerd") or "containerd", which("ctr") or "ctr", which("unshare") or "unshare"
+    )
+    for node in nodes:
+        nodeseed.clone(root, node_dirs(paths, node.name).containerd_root)
 
 
 def load_node_images(node: RealNode, paths: Paths, archives: list[Path], timeout: float) -> None:

@@ -1,0 +1,197 @@
+"""A node's disk with its images already on it: containerd roots made once per set of image blobs.
+
+Every real node runs its own containerd, and each imported the job's image (`ctr images import`):
+250-500 MiB of gzip layer, decompressed and unpacked once per node, all nodes at once on the same
+cores (most of a rehearsal's node boot). A cloud node does not pay that on every boot either: it
+starts from a disk image with the images already pulled (kind's node image, an EKS AMI's image cache).
+
+A seed is such a disk: a containerd root (content store, overlayfs snapshots, metadata) into which
+the archives were imported once, by a containerd of its own. A node's root starts as hard links to
+the seed's files, which containerd never writes again once a blob or a committed snapshot exists
+(overlayfs copies a lower file up before changing it); its two bolt databases, which containerd does
+write, are copied. The nodes then import the archives as before and find everything there.
+
+Seeds live under the kube cache (`node-seeds/`), named by the blobs they hold. A new set of archives
+(a code change rebuilds only the job image's small top layer) starts from the seed that shares the
+most bytes with it, so the base layer is unpacked once per base, not once per commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .plan import KubeError
+from .versions import cache_root
+
+# What containerd writes after a blob or snapshot exists: its metadata and the snapshotter's. Copied,
+# not linked, into each node.
+DATABASES = ("io.containerd.metadata.v1.bolt/meta.db", "io.containerd.snapshotter.v1.overlayfs/metadata.db")
+BLOB_PREFIX = "blobs/sha256/"
+# Seeds kept (the newest by use): one per stack's image base, with room for a few.
+KEEP = 8
+START_TIMEOUT = 60.0
+
+
+def seeds_dir() -> Path:
+    return cache_root() / "node-seeds"
+
+
+def blobs(archives: list[Path]) -> dict[str, int]:
+    """Every blob the archives hold (OCI image layout: `blobs/sha256/<hex>`), digest -> size, read
+    from the tar headers alone."""
+    out: dict[str, int] = {}
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                if member.isfile() and member.name.startswith(BLOB_PREFIX):
+                    out["sha256:" + member.name[len(BLOB_PREFIX) :]] = member.size
+    return out
+
+
+def seed_key(needed: dict[str, int], containerd_version: str) -> str:
+    return hashlib.sha256(json.dumps([containerd_version, sorted(needed)]).encode()).hexdigest()[:20]
+
+
+def seed(archives: list[Path], containerd: str, ctr: str, unshare: str) -> Path:
+    """The root of a seed holding every blob of `archives`, imported and unpacked for overlayfs;
+    made now unless one exists (from the seed sharing the most bytes with them)."""
+    needed = blobs(archives)
+    version = _version(containerd)
+    home = seeds_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    final = home / seed_key(needed, version)
+    with _locked(home / ".lock"):
+        if not (final / "blobs.json").is_file():
+            base = _closest(home, needed, version)
+            work = Path(tempfile.mkdtemp(dir=home, prefix=".seed-"))
+            try:
+                if base is not None:
+                    clone(base / "root", work / "root")
+                _import(work, archives, containerd, ctr, unshare)
+                (work / "blobs.json").write_text(json.dumps({"containerd": version, "blobs": needed}) + "\n")
+                shutil.rmtree(final, ignore_errors=True)
+                work.rename(final)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        (final / "blobs.json").touch()
+        _keep_newest(home, final)
+    return final / "root"
+
+
+def clone(source: Path, target: Path) -> None:
+    """`target` as hard links to `source`'s files, but for containerd's databases, which are copied."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["cp", "-a", "--link", "-T", str(source), str(target)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KubeError(f"cp --link {source} {target}: {proc.stderr.strip()}")
+    for name in DATABASES:
+        db = target / name
+        if db.is_file():
+            db.unlink()
+            shutil.copy2(source / name, db)
+
+
+def _version(containerd: str) -> str:
+    proc = subprocess.run([containerd, "--version"], capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def _closest(home: Path, needed: dict[str, int], version: str) -> Path | None:
+    """The seed sharing the most bytes with `needed`, made by the same containerd; None when none shares any."""
+    best, shared = None, 0
+    for record in home.glob("*/blobs.json"):
+        with contextlib.suppress(OSError, ValueError):
+            held = json.loads(record.read_text())
+            if held.get("containerd") != version:
+                continue
+            common = sum(size for digest, size in needed.items() if digest in held.get("blobs", {}))
+            if common > shared:
+                best, shared = record.parent, common
+    return best
+
+
+def _config(work: Path) -> str:
+    """A containerd of the seed's own: its root, state and socket under `work`, no CRI (nothing runs)."""
+    return f"""version = 2
+root = "{work / "root"}"
+state = "{work / "state"}"
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt",
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
+]
+
+[grpc]
+  address = "{work / "state" / "containerd.sock"}"
+
+[metrics]
+  address = ""
+"""
+
+
+def _import(work: Path, archives: list[Path], containerd: str, ctr: str, unshare: str) -> None:
+    """Start the seed's containerd (its mounts in a private mount namespace), import every archive into
+    the CRI's namespace, then stop it so its databases are closed before they are copied."""
+    (work / "state").mkdir(parents=True)
+    config = work / "containerd.toml"
+    config.write_text(_config(work))
+    log = work / "containerd.log"
+    socket = work / "state" / "containerd.sock"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [unshare, "--mount", "--propagation", "private", containerd, "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not socket.is_socket():
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                raise KubeError(f"the node seed's containerd did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        for archive in archives:
+            proc = subprocess.run(
+                [ctr, "--address", str(socket), "-n", "k8s.io", "images", "import", str(archive)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            if proc.returncode != 0:
+                raise KubeError(f"node seed: ctr images import {archive}: {proc.stderr.strip() or proc.stdout.strip()}")
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One seed made at a time on this machine (a rehearsal and a benchmark may boot nodes at once)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _keep_newest(home: Path, keep: Path) -> None:
+    seeds = sorted(
+        (p.parent for p in home.glob("*/blobs.json")), key=lambda p: (p / "blobs.json").stat().st_mtime, reverse=True
+    )
+    for old in seeds[KEEP:]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
