@@ -40,6 +40,9 @@ phase venv
 export PATH="$PWD/.venv/bin:$PATH"
 # Nothing in the suite reports usage anywhere.
 export RAY_USAGE_STATS_ENABLED=0
+# A crash in native code, the interpreter's exit included, prints every thread's stack rather than a bare
+# "Segmentation fault" (pytest hands the handler back at its end when it was on before it).
+export PYTHONFAULTHANDLER=1
 
 ruff check .
 ruff format --check .
