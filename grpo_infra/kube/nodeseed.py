@@ -62,9 +62,11 @@ def seed_key(needed: dict[str, int], containerd_version: str) -> str:
     return hashlib.sha256(json.dumps([containerd_version, sorted(needed)]).encode()).hexdigest()[:20]
 
 
-def seed(archives: list[Path], containerd: str, ctr: str, unshare: str) -> Path:
-    """The root of a seed holding every blob of `archives`, imported and unpacked for overlayfs;
-    made now unless one exists (from the seed sharing the most bytes with them)."""
+@contextlib.contextmanager
+def seeded(archives: list[Path], containerd: str, ctr: str, unshare: str) -> Iterator[Path]:
+    """The root of a seed holding every blob of `archives`, imported and unpacked for overlayfs; made
+    now unless one exists (from the seed sharing the most bytes with them). Held for the block: no
+    other process removes it (the newest KEEP are kept) while nodes are cloned from it."""
     needed = blobs(archives)
     version = _version(containerd)
     home = seeds_dir()
@@ -85,7 +87,7 @@ def seed(archives: list[Path], containerd: str, ctr: str, unshare: str) -> Path:
                 shutil.rmtree(work, ignore_errors=True)
         (final / "blobs.json").touch()
         _keep_newest(home, final)
-    return final / "root"
+        yield final / "root"
 
 
 def clone(source: Path, target: Path) -> None:

@@ -382,11 +382,11 @@ def start_node(node: RealNode, paths: Paths) -> None:
 def seed_disks(nodes: list[RealNode], paths: Paths, archives: list[Path]) -> None:
     """Every node's containerd root starts as the seed of `archives` (nodeseed.py), as a cloud node boots
     from a disk image with its images pulled; the import that follows finds them there."""
-    root = nodeseed.seed(
+    with nodeseed.seeded(
         archives, which("containerd") or "containerd", which("ctr") or "ctr", which("unshare") or "unshare"
-    )
-    for node in nodes:
-        nodeseed.clone(root, node_dirs(paths, node.name).containerd_root)
+    ) as root:
+        for node in nodes:
+            nodeseed.clone(root, node_dirs(paths, node.name).containerd_root)
 
 
 def load_node_images(node: RealNode, paths: Paths, archives: list[Path], timeout: float) -> None:
