@@ -27,7 +27,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .plan import KubeError
@@ -164,15 +164,7 @@ def _import(work: Path, archives: list[Path], containerd: str, ctr: str, unshare
             if daemon.poll() is not None or time.monotonic() > deadline:
                 raise KubeError(f"the node seed's containerd did not start: {log.read_text()[-2000:]}")
             time.sleep(0.1)
-        for archive in archives:
-            proc = subprocess.run(
-                [ctr, "--address", str(socket), "-n", "k8s.io", "images", "import", str(archive)],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if proc.returncode != 0:
-                raise KubeError(f"node seed: ctr images import {archive}: {proc.stderr.strip() or proc.stdout.strip()}")
+        _import_held(lambda *args: _ctr(ctr, socket, *args), archives)
     finally:
         daemon.terminate()
         try:
@@ -180,6 +172,35 @@ def _import(work: Path, archives: list[Path], containerd: str, ctr: str, unshare
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait()
+
+
+def _import_held(ctr: Callable[..., str], archives: list[Path]) -> None:
+    """Import `archives` into a root cloned from an older seed, its images held meanwhile.
+
+    An archive's image usually keeps its name and changes its top layer. Importing it repoints the name,
+    and containerd's garbage collector (which runs on its own during a long import) then finds the old
+    image's snapshots unreferenced, the shared base layers' among them, and may remove them while the new
+    top layer is being unpacked onto them ("parent snapshot ... does not exist"). A second name for every
+    image already there keeps them; once the new images are unpacked (and so reference their base), the
+    held names go, synchronously, and with them only what no image uses any more."""
+    held = []
+    for i, name in enumerate(ctr("images", "ls", "-q").split()):
+        held.append(f"seed.invalid/held/{i}:held")
+        ctr("images", "tag", "--force", name, held[-1])
+    for archive in archives:
+        ctr("images", "import", str(archive))
+    if held:
+        ctr("images", "rm", "--sync", *held)
+
+
+def _ctr(ctr: str, socket: Path, *args: str) -> str:
+    """One `ctr` command in the CRI's namespace of the seed's containerd; its output."""
+    proc = subprocess.run(
+        [ctr, "--address", str(socket), "-n", "k8s.io", *args], capture_output=True, text=True, timeout=900
+    )
+    if proc.returncode != 0:
+        raise KubeError(f"node seed: ctr {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
 
 
 @contextlib.contextmanager
