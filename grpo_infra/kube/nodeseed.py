@@ -26,10 +26,11 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..localnode.run import LocalNodeError, run
+from ..processes import stop, wait_for
 from .plan import KubeError
 from .versions import cache_root
 
@@ -93,9 +94,7 @@ def seeded(archives: list[Path], containerd: str, ctr: str, unshare: str) -> Ite
 def clone(source: Path, target: Path) -> None:
     """`target` as hard links to `source`'s files, but for containerd's databases, which are copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["cp", "-a", "--link", "-T", str(source), str(target)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise KubeError(f"cp --link {source} {target}: {proc.stderr.strip()}")
+    _run(["cp", "-a", "--link", "-T", str(source), str(target)], timeout=600)
     for name in DATABASES:
         db = target / name
         if db.is_file():
@@ -104,8 +103,7 @@ def clone(source: Path, target: Path) -> None:
 
 
 def _version(containerd: str) -> str:
-    proc = subprocess.run([containerd, "--version"], capture_output=True, text=True)
-    return proc.stdout.strip() or "unknown"
+    return run([containerd, "--version"], check=False).strip() or "unknown"
 
 
 def _closest(home: Path, needed: dict[str, int], version: str) -> Path | None:
@@ -159,19 +157,14 @@ def _import(work: Path, archives: list[Path], containerd: str, ctr: str, unshare
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not socket.is_socket():
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                raise KubeError(f"the node seed's containerd did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
+        started = KubeError(f"the node seed's containerd did not start after {START_TIMEOUT:.0f}s; see {log}")
+        wait_for(lambda: socket.is_socket() or daemon.poll() is not None, START_TIMEOUT, started)
+        if not socket.is_socket():
+            raise KubeError(f"the node seed's containerd exited: {log.read_text()[-2000:]}")
         _import_held(lambda *args: _ctr(ctr, socket, *args), archives)
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        stop([daemon.pid], grace=30)
+        daemon.wait()
 
 
 def _import_held(ctr: Callable[..., str], archives: list[Path]) -> None:
@@ -195,12 +188,15 @@ def _import_held(ctr: Callable[..., str], archives: list[Path]) -> None:
 
 def _ctr(ctr: str, socket: Path, *args: str) -> str:
     """One `ctr` command in the CRI's namespace of the seed's containerd; its output."""
-    proc = subprocess.run(
-        [ctr, "--address", str(socket), "-n", "k8s.io", *args], capture_output=True, text=True, timeout=900
-    )
-    if proc.returncode != 0:
-        raise KubeError(f"node seed: ctr {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+    return _run([ctr, "--address", str(socket), "-n", "k8s.io", *args], timeout=900)
+
+
+def _run(cmd: list[str], timeout: float) -> str:
+    """The local-node layer's one command, its failure as the seed's KubeError line."""
+    try:
+        return run(cmd, timeout=timeout)
+    except LocalNodeError as exc:
+        raise KubeError(f"node seed: {exc}") from None
 
 
 @contextlib.contextmanager
